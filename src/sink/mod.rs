@@ -1,0 +1,1 @@
+//! sink (in progress).
