@@ -1,1 +1,120 @@
-//! primitives (in progress).
+//! Small domain types shared by every stage: block numbers and inclusive block ranges.
+//!
+//! `BlockRange::new` enforces `start <= end`, so nothing downstream has to check it again.
+
+use std::fmt;
+
+pub use alloy_primitives::{Address, Bloom, Bytes, B256};
+
+/// A block number.
+pub type BlockNumber = u64;
+
+/// An inclusive, non-empty span of blocks `[start, end]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct BlockRange {
+    start: BlockNumber,
+    end: BlockNumber,
+}
+
+impl BlockRange {
+    /// `[start, end]`, or `None` when `start > end`.
+    pub fn new(start: BlockNumber, end: BlockNumber) -> Option<Self> {
+        (start <= end).then_some(Self { start, end })
+    }
+
+    /// A single block.
+    pub fn single(block: BlockNumber) -> Self {
+        Self { start: block, end: block }
+    }
+
+    /// First block.
+    pub fn start(&self) -> BlockNumber {
+        self.start
+    }
+
+    /// Last block (inclusive).
+    pub fn end(&self) -> BlockNumber {
+        self.end
+    }
+
+    /// Number of blocks, at least 1.
+    pub fn len(&self) -> u64 {
+        self.end - self.start + 1
+    }
+
+    /// Always false: a range holds at least one block. Present for clippy's `len_without_is_empty`.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// Splits after `last_of_first`: `[start, last_of_first]` and `[last_of_first + 1, end]`, or `None` unless
+    /// `start <= last_of_first < end`.
+    pub fn split_after(&self, last_of_first: BlockNumber) -> Option<(Self, Self)> {
+        (self.start <= last_of_first && last_of_first < self.end).then(|| {
+            (
+                Self { start: self.start, end: last_of_first },
+                Self { start: last_of_first + 1, end: self.end },
+            )
+        })
+    }
+
+    /// Halves the range (the first half gets the extra block), or `None` for a single block.
+    pub fn halve(&self) -> Option<(Self, Self)> {
+        self.split_after(self.start + (self.len() - 1) / 2)
+    }
+
+    /// Whether `block` is inside.
+    pub fn contains(&self, block: BlockNumber) -> bool {
+        self.start <= block && block <= self.end
+    }
+}
+
+impl fmt::Display for BlockRange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "[{}, {}]", self.start, self.end)
+    }
+}
+
+/// A log as the indexer uses it: every positional field present.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Log {
+    /// Block number.
+    pub block_number: BlockNumber,
+    /// Block hash.
+    pub block_hash: B256,
+    /// Transaction hash.
+    pub transaction_hash: B256,
+    /// Position of the transaction in the block.
+    pub transaction_index: u64,
+    /// Position of the log in the block.
+    pub log_index: u64,
+    /// Emitting contract.
+    pub address: Address,
+    /// 0 to 4 topics.
+    pub topics: Vec<B256>,
+    /// Non-indexed data.
+    pub data: Bytes,
+    /// True when the node says the log was removed by a reorganisation.
+    pub removed: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_range_cannot_be_inverted() {
+        assert!(BlockRange::new(5, 4).is_none());
+        assert_eq!(BlockRange::new(4, 4).map(|r| r.len()), Some(1));
+    }
+
+    #[test]
+    fn halving_covers_the_range_without_overlap() {
+        for (start, end) in [(0, 1), (10, 20), (7, 8), (3, 1000)] {
+            let range = BlockRange::new(start, end).unwrap();
+            let (a, b) = range.halve().unwrap();
+            assert_eq!((a.start(), a.end() + 1, b.end()), (start, b.start(), end));
+        }
+        assert!(BlockRange::single(9).halve().is_none());
+    }
+}

@@ -1,1 +1,179 @@
-//! rpc (in progress).
+//! JSON-RPC 2.0 client over HTTP or WebSocket: one request, one answer, typed.
+//!
+//! `rpc` reports what happened; callers decide what it means through [`Error::class`]. Nothing here retries,
+//! rate-limits or splits ranges (that is `fetch` and `planner`), and no error or log line carries the URL:
+//! the key is in its path.
+
+mod error;
+mod http;
+mod types;
+mod ws;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Deserializer};
+use serde_json::value::RawValue;
+
+pub use error::{Class, Error, SplitReason};
+pub use crate::primitives::Log;
+pub use types::{parse_quantity, BlockTag, Blocks, Header, LogFilter, Quantity};
+
+use crate::config::SecretUrl;
+
+/// Per-request limits of a client.
+#[derive(Debug, Clone, Copy)]
+pub struct ClientOptions {
+    /// A request with no complete answer after this fails with [`Error::Timeout`].
+    pub request_timeout: Duration,
+    /// An answer larger than this fails with [`Error::TooLarge`].
+    pub max_response_bytes: usize,
+    /// Idle connections kept per host (HTTP).
+    pub max_idle_connections: usize,
+}
+
+/// A JSON-RPC client.
+pub struct Client {
+    transport: Transport,
+    options: ClientOptions,
+    next_id: AtomicU64,
+}
+
+enum Transport {
+    Http(http::HttpTransport),
+    Ws(ws::WsTransport),
+}
+
+impl Client {
+    /// A client that POSTs to `url`. Makes no request yet.
+    ///
+    /// # Errors
+    /// [`Error::Connect`] when the HTTP client cannot be built (no TLS roots).
+    pub fn http(url: &SecretUrl, options: ClientOptions) -> Result<Self, Error> {
+        Ok(Self::with(Transport::Http(http::HttpTransport::new(url.clone(), options)?), options))
+    }
+
+    /// A client that sends every request over one WebSocket to `url`, reconnecting when it drops.
+    /// Connects on the first request.
+    pub fn ws(url: &SecretUrl, options: ClientOptions) -> Self {
+        Self::with(Transport::Ws(ws::WsTransport::new(url.clone(), options)), options)
+    }
+
+    fn with(transport: Transport, options: ClientOptions) -> Self {
+        Self { transport, options, next_id: AtomicU64::new(1) }
+    }
+
+    /// Calls `method` once and parses its result.
+    ///
+    /// # Errors
+    /// Any [`Error`]; classify it with [`Error::class`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropping the future abandons the request; its answer, if any, is discarded.
+    pub async fn call<T: DeserializeOwned>(
+        &self,
+        method: &'static str,
+        params: serde_json::Value,
+    ) -> Result<T, Error> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let body = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string();
+        let answer = tokio::time::timeout(self.options.request_timeout, async {
+            match &self.transport {
+                Transport::Http(http) => http.post(body).await,
+                Transport::Ws(ws) => ws.request(id, body).await,
+            }
+        })
+        .await
+        .map_err(|_| Error::Timeout(self.options.request_timeout))??;
+        parse_response(method, &answer)
+    }
+
+    /// `eth_chainId`.
+    ///
+    /// # Errors
+    /// Any [`Error`].
+    pub async fn chain_id(&self) -> Result<u64, Error> {
+        self.call::<Quantity>("eth_chainId", serde_json::json!([])).await.map(|q| q.0)
+    }
+
+    /// `eth_blockNumber`.
+    ///
+    /// # Errors
+    /// Any [`Error`].
+    pub async fn block_number(&self) -> Result<u64, Error> {
+        self.call::<Quantity>("eth_blockNumber", serde_json::json!([])).await.map(|q| q.0)
+    }
+
+    /// `eth_getBlockByNumber(tag, false)`: `None` when the node does not know the block.
+    ///
+    /// # Errors
+    /// Any [`Error`].
+    pub async fn header(&self, tag: BlockTag) -> Result<Option<Header>, Error> {
+        self.call("eth_getBlockByNumber", serde_json::json!([tag.to_param(), false])).await
+    }
+
+    /// `eth_getLogs`.
+    ///
+    /// # Errors
+    /// Any [`Error`]; a range too large for the node classifies as [`Class::Split`].
+    pub async fn get_logs(&self, filter: &LogFilter) -> Result<Vec<Log>, Error> {
+        self.call("eth_getLogs", serde_json::json!([filter.to_json()])).await
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(bound(deserialize = "T: Deserialize<'de>"))]
+struct Response<T> {
+    #[serde(default, deserialize_with = "present")]
+    result: Option<T>,
+    #[serde(default)]
+    error: Option<ErrorObject>,
+}
+
+#[derive(Deserialize)]
+struct ErrorObject {
+    code: i64,
+    #[serde(default)]
+    message: String,
+    #[serde(default)]
+    data: Option<Box<RawValue>>,
+}
+
+/// A `result` member that is present (even as `null`, which `T = Option<_>` then reads as `None`).
+fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(deserializer: D) -> Result<Option<T>, D::Error> {
+    T::deserialize(deserializer).map(Some)
+}
+
+fn parse_response<T: DeserializeOwned>(method: &'static str, body: &[u8]) -> Result<T, Error> {
+    let response: Response<T> =
+        serde_json::from_slice(body).map_err(|e| Error::Malformed { method, detail: e.to_string() })?;
+    if let Some(error) = response.error {
+        return Err(Error::Rpc {
+            code: error.code,
+            message: error.message,
+            data: error.data.map(|d| d.get().to_owned()),
+        });
+    }
+    response.result.ok_or(Error::Malformed { method, detail: "neither result nor error".into() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_null_result_is_none_and_a_missing_one_is_malformed() {
+        let null: Option<Header> = parse_response("eth_getBlockByNumber", br#"{"jsonrpc":"2.0","id":1,"result":null}"#).unwrap();
+        assert_eq!(null, None);
+        let missing = parse_response::<Option<Header>>("eth_getBlockByNumber", br#"{"jsonrpc":"2.0","id":1}"#);
+        assert!(matches!(missing, Err(Error::Malformed { .. })));
+    }
+
+    #[test]
+    fn an_error_object_becomes_an_rpc_error_with_its_data() {
+        let body = br#"{"jsonrpc":"2.0","id":1,"error":{"code":-32005,"message":"limit","data":{"a":1}}}"#;
+        let err = parse_response::<Quantity>("eth_getLogs", body).unwrap_err();
+        assert_eq!(err, Error::Rpc { code: -32005, message: "limit".into(), data: Some(r#"{"a":1}"#.into()) });
+    }
+}

@@ -1,0 +1,204 @@
+//! Typed values at the JSON-RPC boundary: hex is parsed here, once, by serde.
+//!
+//! A pending log (null `blockNumber`, `blockHash` or `logIndex`) is a typed error, never an `unwrap()`.
+
+use std::borrow::Cow;
+
+use alloy_primitives::{Address, Bloom, Bytes, B256};
+use serde::{de::Error as _, Deserialize, Deserializer};
+
+use crate::primitives::{BlockNumber, BlockRange, Log};
+
+/// The wire shape of a log object (spec: "Log object").
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WireLog {
+    #[serde(default)]
+    removed: bool,
+    #[serde(default, deserialize_with = "opt_quantity")]
+    log_index: Option<u64>,
+    #[serde(default, deserialize_with = "opt_quantity")]
+    transaction_index: Option<u64>,
+    #[serde(default)]
+    transaction_hash: Option<B256>,
+    #[serde(default)]
+    block_hash: Option<B256>,
+    #[serde(default, deserialize_with = "opt_quantity")]
+    block_number: Option<u64>,
+    address: Address,
+    data: Bytes,
+    topics: Vec<B256>,
+}
+
+impl<'de> Deserialize<'de> for Log {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let wire = WireLog::deserialize(deserializer)?;
+        let pending = |field| D::Error::custom(format!("log without {field} (a pending log in a block range query)"));
+        if wire.topics.len() > 4 {
+            return Err(D::Error::custom(format!("log with {} topics (at most 4)", wire.topics.len())));
+        }
+        Ok(Log {
+            block_number: wire.block_number.ok_or_else(|| pending("blockNumber"))?,
+            block_hash: wire.block_hash.ok_or_else(|| pending("blockHash"))?,
+            transaction_hash: wire.transaction_hash.ok_or_else(|| pending("transactionHash"))?,
+            transaction_index: wire.transaction_index.ok_or_else(|| pending("transactionIndex"))?,
+            log_index: wire.log_index.ok_or_else(|| pending("logIndex"))?,
+            address: wire.address,
+            topics: wire.topics,
+            data: wire.data,
+            removed: wire.removed,
+        })
+    }
+}
+
+/// The parts of a block header the indexer needs.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Header {
+    /// Number.
+    #[serde(deserialize_with = "quantity")]
+    pub number: BlockNumber,
+    /// Hash.
+    pub hash: B256,
+    /// Parent hash.
+    pub parent_hash: B256,
+    /// Unix timestamp.
+    #[serde(deserialize_with = "quantity")]
+    pub timestamp: u64,
+    /// Bloom filter of the block's logs.
+    pub logs_bloom: Bloom,
+}
+
+/// A block parameter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BlockTag {
+    /// A number.
+    Number(BlockNumber),
+    /// `latest`.
+    Latest,
+    /// `safe` (the spec's getBlockByNumber refuses it; callers fall back to `finalized`).
+    Safe,
+    /// `finalized`.
+    Finalized,
+}
+
+impl BlockTag {
+    pub(crate) fn to_param(self) -> String {
+        match self {
+            BlockTag::Number(n) => format!("0x{n:x}"),
+            BlockTag::Latest => "latest".into(),
+            BlockTag::Safe => "safe".into(),
+            BlockTag::Finalized => "finalized".into(),
+        }
+    }
+}
+
+/// Which blocks an `eth_getLogs` covers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Blocks {
+    /// `fromBlock`/`toBlock`.
+    Range(BlockRange),
+    /// `blockHash`: one block, pinned by hash (immune to a reorg between the call and the answer).
+    Hash(B256),
+}
+
+/// An `eth_getLogs` filter.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogFilter {
+    /// Blocks.
+    pub blocks: Blocks,
+    /// Emitting contracts (at least one).
+    pub addresses: Vec<Address>,
+    /// Alternatives for topic0; `None` matches any topic0 (needed for anonymous events).
+    pub topic0: Option<Vec<B256>>,
+}
+
+impl LogFilter {
+    /// The filter object as JSON.
+    pub fn to_json(&self) -> serde_json::Value {
+        use serde_json::{json, Map, Value};
+        let mut filter = Map::new();
+        match self.blocks {
+            Blocks::Range(range) => {
+                filter.insert("fromBlock".into(), json!(format!("0x{:x}", range.start())));
+                filter.insert("toBlock".into(), json!(format!("0x{:x}", range.end())));
+            }
+            Blocks::Hash(hash) => {
+                filter.insert("blockHash".into(), json!(hash));
+            }
+        }
+        let address = match self.addresses.as_slice() {
+            [one] => json!(one),
+            many => json!(many),
+        };
+        filter.insert("address".into(), address);
+        if let Some(topic0) = &self.topic0 {
+            filter.insert("topics".into(), json!([topic0]));
+        }
+        Value::Object(filter)
+    }
+}
+
+/// Parses a hex quantity (`0x1a`); the spec's encoding of numbers.
+pub fn parse_quantity(s: &str) -> Result<u64, String> {
+    let digits = s.strip_prefix("0x").ok_or_else(|| format!("quantity {s:?} lacks 0x"))?;
+    if digits.is_empty() || digits.len() > 16 {
+        return Err(format!("quantity {s:?} is not a 64-bit hex number"));
+    }
+    u64::from_str_radix(digits, 16).map_err(|e| format!("quantity {s:?}: {e}"))
+}
+
+fn quantity<'de, D: Deserializer<'de>>(deserializer: D) -> Result<u64, D::Error> {
+    let s = Cow::<str>::deserialize(deserializer)?;
+    parse_quantity(&s).map_err(D::Error::custom)
+}
+
+fn opt_quantity<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u64>, D::Error> {
+    let s = Option::<Cow<str>>::deserialize(deserializer)?;
+    s.map(|s| parse_quantity(&s)).transpose().map_err(D::Error::custom)
+}
+
+/// Deserializes a bare quantity result (`eth_blockNumber`, `eth_chainId`).
+#[derive(Debug, Clone, Copy)]
+pub struct Quantity(pub u64);
+
+impl<'de> Deserialize<'de> for Quantity {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        quantity(deserializer).map(Quantity)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_spec_log_object_exactly() {
+        let json = r#"{"removed":false,"logIndex":"0x1","transactionIndex":"0x0",
+            "transactionHash":"0x0101010101010101010101010101010101010101010101010101010101010101",
+            "blockHash":"0x0202020202020202020202020202020202020202020202020202020202020202",
+            "blockNumber":"0x10","address":"0xa0b86991c6218b36c1d19d4a2e9eb0ce3606eb48","data":"0x",
+            "topics":["0xddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef"]}"#;
+        let log: Log = serde_json::from_str(json).unwrap();
+        assert_eq!((log.block_number, log.log_index, log.transaction_index), (16, 1, 0));
+        assert_eq!(log.topics.len(), 1);
+        assert!(log.data.is_empty() && !log.removed);
+    }
+
+    #[test]
+    fn refuses_a_pending_log() {
+        let json = r#"{"logIndex":null,"transactionIndex":null,"transactionHash":null,"blockHash":null,
+            "blockNumber":null,"address":"0xa0b86991c6218b36c1d19d4a2e9eb0ce3606eb48","data":"0x","topics":[]}"#;
+        let err = serde_json::from_str::<Log>(json).unwrap_err().to_string();
+        assert!(err.contains("pending"), "{err}");
+    }
+
+    #[test]
+    fn quantities_must_be_hex_with_prefix() {
+        assert_eq!(parse_quantity("0x0"), Ok(0));
+        assert_eq!(parse_quantity("0xffffffffffffffff"), Ok(u64::MAX));
+        assert!(parse_quantity("12").is_err());
+        assert!(parse_quantity("0x").is_err());
+        assert!(parse_quantity("0x1ffffffffffffffff").is_err());
+    }
+}
