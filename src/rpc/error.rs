@@ -187,7 +187,8 @@ fn classify_rpc(code: i64, message: &str, data: Option<&str>) -> Class {
 
 fn split(reason: SplitReason, message: &str) -> Class {
     let suggested = suggested_range(message);
-    let max_blocks = if suggested.is_none() { stated_block_limit(message) } else { None };
+    // A number in a result-cap message is the cap, not a span: only a span limit is read as blocks.
+    let max_blocks = if suggested.is_none() && reason == SplitReason::RangeTooWide { stated_block_limit(message) } else { None };
     let reason = if suggested.is_some() { SplitReason::TooManyResults } else { reason };
     Class::Split { reason, suggested, max_blocks }
 }
