@@ -1,1 +1,81 @@
-//! cli (in progress).
+//! The command line (clap derive types only). Names and meanings are fixed by `interface.md`.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::pipeline::Target;
+
+/// logslice: index EVM logs into SQLite or Postgres.
+#[derive(Debug, Parser)]
+#[command(name = "logslice", version, about, propagate_version = true)]
+pub struct Cli {
+    /// More log output (-v debug, -vv trace).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count, conflicts_with = "quiet")]
+    pub verbose: u8,
+    /// Less log output: warnings and errors only.
+    #[arg(short, long, global = true)]
+    pub quiet: bool,
+    /// Log line format on stderr (RUST_LOG overrides the level).
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Log line format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Cron mode: index every configured event up to the target block, commit, and exit.
+    Sync(SyncArgs),
+    /// Validate the config, the ABIs, the database and the node without indexing.
+    Check(ConfigArg),
+    /// Serve the built-in simulated access service (for demos, tests and benchmarks).
+    Devnode(crate::devnode::cli::DevnodeArgs),
+}
+
+/// `--config`.
+#[derive(Debug, Args)]
+pub struct ConfigArg {
+    /// The config file.
+    #[arg(long, short = 'c', default_value = "config.toml")]
+    pub config: PathBuf,
+}
+
+/// `sync` arguments.
+#[derive(Debug, Args)]
+pub struct SyncArgs {
+    /// The last block to index: a number, latest, safe or finalized.
+    #[arg(long, value_parser = clap::value_parser!(Target))]
+    pub to: Target,
+    /// The config file.
+    #[command(flatten)]
+    pub config: ConfigArg,
+}
+
+impl clap::builder::ValueParserFactory for Target {
+    type Parser = clap::builder::ValueParser;
+    fn value_parser() -> Self::Parser {
+        clap::builder::ValueParser::new(|s: &str| s.parse::<Target>())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_definition_is_consistent() {
+        super::Cli::command().debug_assert();
+    }
+}

@@ -5,14 +5,15 @@
 //! simulated access service used by tests, demos and benchmarks; it shares no code path with the indexer.
 #![warn(missing_docs)]
 
+pub mod app;
 pub mod cli;
 pub mod config;
+pub mod decode;
+pub mod devnode;
+pub mod exit;
+pub mod fetch;
+pub mod pipeline;
+pub mod planner;
 pub mod primitives;
 pub mod rpc;
-pub mod planner;
-pub mod fetch;
-pub mod decode;
 pub mod sink;
-pub mod pipeline;
-pub mod exit;
-pub mod devnode;

@@ -24,7 +24,10 @@ impl BlockRange {
 
     /// A single block.
     pub fn single(block: BlockNumber) -> Self {
-        Self { start: block, end: block }
+        Self {
+            start: block,
+            end: block,
+        }
     }
 
     /// First block.
@@ -52,8 +55,14 @@ impl BlockRange {
     pub fn split_after(&self, last_of_first: BlockNumber) -> Option<(Self, Self)> {
         (self.start <= last_of_first && last_of_first < self.end).then(|| {
             (
-                Self { start: self.start, end: last_of_first },
-                Self { start: last_of_first + 1, end: self.end },
+                Self {
+                    start: self.start,
+                    end: last_of_first,
+                },
+                Self {
+                    start: last_of_first + 1,
+                    end: self.end,
+                },
             )
         })
     }

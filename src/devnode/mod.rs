@@ -4,6 +4,8 @@
 //! It shares no code path with the indexer (no `crate::rpc`, `crate::decode`, `crate::sink` imports), so a
 //! bug on one side cannot hide the same bug on the other.
 
+pub mod cli;
+
 use std::net::SocketAddr;
 
 use alloy_dyn_abi::DynSolValue;
@@ -22,7 +24,11 @@ pub struct DevNodeConfig {
 
 impl Default for DevNodeConfig {
     fn default() -> Self {
-        Self { addr: SocketAddr::from(([127, 0, 0, 1], 0)), key: "demo".into(), seed: 7 }
+        Self {
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            key: "demo".into(),
+            seed: 7,
+        }
     }
 }
 

@@ -80,13 +80,24 @@ pub struct Planner {
 
 impl Planner {
     /// Plans `range`, never letting a range straddle one of `boundaries`.
-    pub fn new(config: PlannerConfig, range: BlockRange, boundaries: impl IntoIterator<Item = BlockNumber>) -> Self {
-        assert!(config.initial_span >= 1 && config.max_span >= config.initial_span && config.target_logs >= 1);
+    pub fn new(
+        config: PlannerConfig,
+        range: BlockRange,
+        boundaries: impl IntoIterator<Item = BlockNumber>,
+    ) -> Self {
+        assert!(
+            config.initial_span >= 1
+                && config.max_span >= config.initial_span
+                && config.target_logs >= 1
+        );
         Self {
             config,
             next: range.start(),
             end: range.end(),
-            boundaries: boundaries.into_iter().filter(|b| *b > range.start() && *b <= range.end()).collect(),
+            boundaries: boundaries
+                .into_iter()
+                .filter(|b| *b > range.start() && *b <= range.end())
+                .collect(),
             pieces: BTreeMap::new(),
             span: config.initial_span,
             node_cap: None,
@@ -145,8 +156,12 @@ impl Planner {
                 Verdict::Done
             }
             Outcome::TooManyResults { suggested } => {
-                let usable = suggested.filter(|&(from, to)| from == range.start() && to < range.end() && to >= from);
-                match usable.and_then(|(_, to)| range.split_after(to)).or_else(|| range.halve()) {
+                let usable = suggested
+                    .filter(|&(from, to)| from == range.start() && to < range.end() && to >= from);
+                match usable
+                    .and_then(|(_, to)| range.split_after(to))
+                    .or_else(|| range.halve())
+                {
                     Some((first, rest)) => {
                         // The node knows the density better than we do: a suggested range fits its cap.
                         self.span = self.clamp(first.len());
@@ -165,7 +180,9 @@ impl Planner {
                 None => Verdict::SingleBlockOverflow,
             },
             Outcome::RangeTooWide { max_blocks } => {
-                let cap = max_blocks.filter(|&m| m >= 1 && m < range.len()).unwrap_or(range.len().div_ceil(2).max(1));
+                let cap = max_blocks
+                    .filter(|&m| m >= 1 && m < range.len())
+                    .unwrap_or(range.len().div_ceil(2).max(1));
                 self.node_cap = Some(self.node_cap.map_or(cap, |c| c.min(cap)));
                 self.span = self.clamp(self.span);
                 let mut pieces = Vec::new();
@@ -198,7 +215,8 @@ impl Planner {
         let ideal = if n == 0 {
             range.len().saturating_mul(2)
         } else {
-            (u128::from(range.len()) * u128::from(self.config.target_logs) / u128::from(n)).min(u128::from(u64::MAX)) as u64
+            (u128::from(range.len()) * u128::from(self.config.target_logs) / u128::from(n))
+                .min(u128::from(u64::MAX)) as u64
         };
         // Only a range at least half the current span says much about the span.
         if range.len() * 2 < self.span && ideal > self.span {
@@ -208,7 +226,9 @@ impl Planner {
     }
 
     fn clamp(&self, span: u64) -> u64 {
-        let max = self.node_cap.map_or(self.config.max_span, |c| c.min(self.config.max_span));
+        let max = self
+            .node_cap
+            .map_or(self.config.max_span, |c| c.min(self.config.max_span));
         span.clamp(1, max.max(1))
     }
 }
@@ -218,7 +238,11 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    const CONFIG: PlannerConfig = PlannerConfig { initial_span: 100, max_span: 10_000, target_logs: 5000 };
+    const CONFIG: PlannerConfig = PlannerConfig {
+        initial_span: 100,
+        max_span: 10_000,
+        target_logs: 5000,
+    };
 
     fn range(a: u64, b: u64) -> BlockRange {
         BlockRange::new(a, b).unwrap()
@@ -245,7 +269,10 @@ mod tests {
     fn splits_the_range_when_the_node_answers_too_many_results() {
         let mut planner = Planner::new(CONFIG, range(0, 99), []);
         let first = planner.next_range().unwrap();
-        assert_eq!(planner.report(first, Outcome::TooManyResults { suggested: None }), Verdict::Split);
+        assert_eq!(
+            planner.report(first, Outcome::TooManyResults { suggested: None }),
+            Verdict::Split
+        );
         assert_eq!(planner.next_range(), Some(range(0, 49)));
         assert_eq!(planner.next_range(), Some(range(50, 99)));
         assert_eq!(planner.next_range(), None);
@@ -255,7 +282,12 @@ mod tests {
     fn uses_the_range_the_node_suggests_when_it_fits() {
         let mut planner = Planner::new(CONFIG, range(0, 99), []);
         let first = planner.next_range().unwrap();
-        planner.report(first, Outcome::TooManyResults { suggested: Some((0, 9)) });
+        planner.report(
+            first,
+            Outcome::TooManyResults {
+                suggested: Some((0, 9)),
+            },
+        );
         assert_eq!(planner.next_range(), Some(range(0, 9)));
         assert_eq!(planner.next_range(), Some(range(10, 99)));
     }
@@ -265,7 +297,12 @@ mod tests {
         for bad in [(5, 2), (1, 9), (0, 99), (0, 500)] {
             let mut planner = Planner::new(CONFIG, range(0, 99), []);
             let first = planner.next_range().unwrap();
-            planner.report(first, Outcome::TooManyResults { suggested: Some(bad) });
+            planner.report(
+                first,
+                Outcome::TooManyResults {
+                    suggested: Some(bad),
+                },
+            );
             assert_eq!(planner.next_range(), Some(range(0, 49)), "{bad:?}");
         }
     }
@@ -274,7 +311,10 @@ mod tests {
     fn a_single_block_over_the_cap_is_handed_back_to_the_caller() {
         let mut planner = Planner::new(CONFIG, range(7, 7), []);
         let only = planner.next_range().unwrap();
-        assert_eq!(planner.report(only, Outcome::TooManyResults { suggested: None }), Verdict::SingleBlockOverflow);
+        assert_eq!(
+            planner.report(only, Outcome::TooManyResults { suggested: None }),
+            Verdict::SingleBlockOverflow
+        );
         assert_eq!(planner.next_range(), None);
     }
 
@@ -285,7 +325,12 @@ mod tests {
         planner.report(first, Outcome::Logs { n: 0 });
         let second = planner.next_range().unwrap();
         assert_eq!(second, range(100, 299));
-        planner.report(second, Outcome::RangeTooWide { max_blocks: Some(64) });
+        planner.report(
+            second,
+            Outcome::RangeTooWide {
+                max_blocks: Some(64),
+            },
+        );
         assert_eq!(planner.next_range(), Some(range(100, 163)));
         assert!(planner.span() <= 64);
     }

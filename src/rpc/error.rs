@@ -99,20 +99,35 @@ impl Error {
     pub fn class(&self) -> Class {
         match self {
             Error::Connect { .. } => Class::Unreachable,
-            Error::Timeout(_) | Error::Dropped { .. } | Error::Malformed { .. } => Class::Retry { after: None },
+            Error::Timeout(_) | Error::Dropped { .. } | Error::Malformed { .. } => {
+                Class::Retry { after: None }
+            }
             Error::TooLarge { .. } => Class::Split {
                 reason: SplitReason::TooManyResults,
                 suggested: None,
                 max_blocks: None,
             },
-            Error::Http { status, retry_after } => match status {
+            Error::Http {
+                status,
+                retry_after,
+            } => match status {
                 401 | 403 => Class::Rejected,
                 // 413: the answer would be too large for the provider's proxy.
-                413 => Class::Split { reason: SplitReason::TooManyResults, suggested: None, max_blocks: None },
-                408 | 425 | 429 | 500..=599 => Class::Retry { after: *retry_after },
+                413 => Class::Split {
+                    reason: SplitReason::TooManyResults,
+                    suggested: None,
+                    max_blocks: None,
+                },
+                408 | 425 | 429 | 500..=599 => Class::Retry {
+                    after: *retry_after,
+                },
                 _ => Class::Fatal,
             },
-            Error::Rpc { code, message, data } => classify_rpc(*code, message, data.as_deref()),
+            Error::Rpc {
+                code,
+                message,
+                data,
+            } => classify_rpc(*code, message, data.as_deref()),
         }
     }
 }
@@ -132,7 +147,9 @@ fn classify_rpc(code: i64, message: &str, data: Option<&str>) -> Class {
         "capacity exceeded",
     ];
     if code == -32007 || code == -32012 || code == 429 || RATE.iter().any(|p| m.contains(p)) {
-        return Class::Retry { after: data.and_then(backoff_seconds) };
+        return Class::Retry {
+            after: data.and_then(backoff_seconds),
+        };
     }
     if m.contains("timeout") || m.contains("timed out") {
         return split(SplitReason::Timeout, message);
@@ -188,9 +205,21 @@ fn classify_rpc(code: i64, message: &str, data: Option<&str>) -> Class {
 fn split(reason: SplitReason, message: &str) -> Class {
     let suggested = suggested_range(message);
     // A number in a result-cap message is the cap, not a span: only a span limit is read as blocks.
-    let max_blocks = if suggested.is_none() && reason == SplitReason::RangeTooWide { stated_block_limit(message) } else { None };
-    let reason = if suggested.is_some() { SplitReason::TooManyResults } else { reason };
-    Class::Split { reason, suggested, max_blocks }
+    let max_blocks = if suggested.is_none() && reason == SplitReason::RangeTooWide {
+        stated_block_limit(message)
+    } else {
+        None
+    };
+    let reason = if suggested.is_some() {
+        SplitReason::TooManyResults
+    } else {
+        reason
+    };
+    Class::Split {
+        reason,
+        suggested,
+        max_blocks,
+    }
 }
 
 /// `data.rate.backoff_seconds` (Infura) as a duration.
@@ -259,7 +288,9 @@ fn parse_hex(s: &str) -> Option<u64> {
 
 /// Leading decimal digits (commas allowed as thousands separators, "10k" as 10,000).
 fn take_digits(s: &str) -> Option<(u64, &str)> {
-    let end = s.find(|c: char| !(c.is_ascii_digit() || c == ',')).unwrap_or(s.len());
+    let end = s
+        .find(|c: char| !(c.is_ascii_digit() || c == ','))
+        .unwrap_or(s.len());
     let digits: String = s[..end].chars().filter(|c| c.is_ascii_digit()).collect();
     let mut n: u64 = digits.parse().ok()?;
     let mut rest = &s[end..];
@@ -267,7 +298,7 @@ fn take_digits(s: &str) -> Option<(u64, &str)> {
         n = n.checked_mul(1000)?;
         rest = r;
     }
-    Some((n, rest.trim_end_matches(|c: char| c == ',')))
+    Some((n, rest.trim_end_matches(',')))
 }
 
 #[cfg(test)]
@@ -275,35 +306,63 @@ mod tests {
     use super::*;
 
     fn rpc(code: i64, message: &str) -> Error {
-        Error::Rpc { code, message: message.into(), data: None }
+        Error::Rpc {
+            code,
+            message: message.into(),
+            data: None,
+        }
     }
 
     fn check(err: Error, expected: Class) {
         assert_eq!(err.class(), expected, "{err}");
     }
 
-    fn split_class(reason: SplitReason, suggested: Option<(u64, u64)>, max_blocks: Option<u64>) -> Class {
-        Class::Split { reason, suggested, max_blocks }
+    fn split_class(
+        reason: SplitReason,
+        suggested: Option<(u64, u64)>,
+        max_blocks: Option<u64>,
+    ) -> Class {
+        Class::Split {
+            reason,
+            suggested,
+            max_blocks,
+        }
     }
 
     const RETRY: Class = Class::Retry { after: None };
 
     #[test]
     fn classifies_the_spec_wordings_of_32005() {
-        check(rpc(-32005, "query returned more than 10000 results"), split_class(SplitReason::TooManyResults, None, None));
-        check(rpc(-32005, "query timeout exceeded"), split_class(SplitReason::Timeout, None, None));
+        check(
+            rpc(-32005, "query returned more than 10000 results"),
+            split_class(SplitReason::TooManyResults, None, None),
+        );
+        check(
+            rpc(-32005, "query timeout exceeded"),
+            split_class(SplitReason::Timeout, None, None),
+        );
     }
 
     #[test]
     fn classifies_infura_rate_limits_under_32005_as_retry_not_split() {
         check(rpc(-32005, "project ID request rate exceeded"), RETRY);
-        check(rpc(-32005, "daily request count exceeded, request rate limited"), RETRY);
+        check(
+            rpc(-32005, "daily request count exceeded, request rate limited"),
+            RETRY,
+        );
         let with_hint = Error::Rpc {
             code: -32005,
             message: "daily request count exceeded, request rate limited".into(),
-            data: Some(r#"{"rate":{"allowed_rps":1,"backoff_seconds":30,"current_rps":1.1}}"#.into()),
+            data: Some(
+                r#"{"rate":{"allowed_rps":1,"backoff_seconds":30,"current_rps":1.1}}"#.into(),
+            ),
         };
-        check(with_hint, Class::Retry { after: Some(Duration::from_secs(30)) });
+        check(
+            with_hint,
+            Class::Retry {
+                after: Some(Duration::from_secs(30)),
+            },
+        );
     }
 
     #[test]
@@ -317,16 +376,30 @@ mod tests {
             split_class(SplitReason::TooManyResults, Some((0x1dfaf9, 0x1dfb0c)), None),
         );
         check(
-            rpc(-32602, "query exceeds max results 10000, retry with the range 100-250"),
+            rpc(
+                -32602,
+                "query exceeds max results 10000, retry with the range 100-250",
+            ),
             split_class(SplitReason::TooManyResults, Some((100, 250)), None),
         );
-        check(rpc(-32000, "query exceeds max results 20000"), split_class(SplitReason::TooManyResults, None, None));
+        check(
+            rpc(-32000, "query exceeds max results 20000"),
+            split_class(SplitReason::TooManyResults, None, None),
+        );
     }
 
     #[test]
     fn reads_block_limits_from_other_providers() {
-        let wide = |m: &str, n: Option<u64>| check(rpc(-32000, m), split_class(SplitReason::RangeTooWide, None, n));
-        wide("eth_getLogs and eth_newFilter are limited to a 10,000 blocks range", Some(10_000));
+        let wide = |m: &str, n: Option<u64>| {
+            check(
+                rpc(-32000, m),
+                split_class(SplitReason::RangeTooWide, None, n),
+            )
+        };
+        wide(
+            "eth_getLogs and eth_newFilter are limited to a 10,000 blocks range",
+            Some(10_000),
+        );
         wide("eth_getLogs is limited to a 1000 blocks range", Some(1000));
         wide("block range is too wide", None);
         wide("maximum [from, to] blocks distance: 3000", Some(3000));
@@ -337,28 +410,60 @@ mod tests {
         wide("please limit the query to at most 1000 blocks", Some(1000));
         wide("maximum block range: 50000", Some(50_000));
         wide("Max range: 3500", Some(3500));
-        wide("Maximum allowed number of requested blocks is 5000", Some(5000));
-        wide("exceeds the range allowed for your plan (5000 > 2000)", Some(2000));
-        wide("ranges over 10000 blocks are not supported on freetier", Some(10_000));
-        wide("eth_getLogs range is too large, max is 10k blocks", Some(10_000));
-        wide("requested too many blocks from 0 to 50000, maximum is set to 2048", Some(2048));
+        wide(
+            "Maximum allowed number of requested blocks is 5000",
+            Some(5000),
+        );
+        wide(
+            "exceeds the range allowed for your plan (5000 > 2000)",
+            Some(2000),
+        );
+        wide(
+            "ranges over 10000 blocks are not supported on freetier",
+            Some(10_000),
+        );
+        wide(
+            "eth_getLogs range is too large, max is 10k blocks",
+            Some(10_000),
+        );
+        wide(
+            "requested too many blocks from 0 to 50000, maximum is set to 2048",
+            Some(2048),
+        );
         wide("block range is larger than max block range, block range = 1634, max block range = 1000", Some(1000));
-        wide("block range too large (2000), maximum allowed is 1000 blocks", Some(1000));
+        wide(
+            "block range too large (2000), maximum allowed is 1000 blocks",
+            Some(1000),
+        );
         wide("range threshold exceeded", None);
         wide("exceeded max allowed", None);
         wide("query exceeds max block range 100000", Some(100_000));
-        check(rpc(-32602, "range 1000000 exceeds limit of 10000"), split_class(SplitReason::RangeTooWide, None, Some(10_000)));
-        check(rpc(-32600, "block range is too wide"), split_class(SplitReason::RangeTooWide, None, None));
+        check(
+            rpc(-32602, "range 1000000 exceeds limit of 10000"),
+            split_class(SplitReason::RangeTooWide, None, Some(10_000)),
+        );
+        check(
+            rpc(-32600, "block range is too wide"),
+            split_class(SplitReason::RangeTooWide, None, None),
+        );
     }
 
     #[test]
     fn reads_result_caps_from_other_providers() {
-        let many = |code, m: &str| check(rpc(code, m), split_class(SplitReason::TooManyResults, None, None));
+        let many = |code, m: &str| {
+            check(
+                rpc(code, m),
+                split_class(SplitReason::TooManyResults, None, None),
+            )
+        };
         many(-32000, "logs matched by query exceeds limit of 10000");
         many(-32000, "backend response too large");
         many(-32005, "limit exceeded");
         many(-32000, "query exceeds max results");
-        many(-32000, "response size should not greater than 10000000 bytes");
+        many(
+            -32000,
+            "response size should not greater than 10000000 bytes",
+        );
         many(-32000, "query returned more than 1000 results");
     }
 
@@ -367,14 +472,59 @@ mod tests {
         check(rpc(-32603, "internal error"), RETRY);
         check(rpc(-32000, "header not found"), RETRY);
         check(rpc(-32007, "100/second request limit reached - reduce calls per second or upgrade your account at quicknode.com"), RETRY);
-        check(rpc(-32000, "block range extends beyond current head block"), RETRY);
-        check(rpc(-32601, "the method eth_foo does not exist/is not available"), Class::Fatal);
-        check(rpc(-32602, "invalid argument 0: hex string without 0x prefix"), Class::Fatal);
-        check(Error::Http { status: 429, retry_after: Some(Duration::from_secs(2)) }, Class::Retry { after: Some(Duration::from_secs(2)) });
-        check(Error::Http { status: 503, retry_after: None }, RETRY);
-        check(Error::Http { status: 401, retry_after: None }, Class::Rejected);
-        check(Error::Http { status: 404, retry_after: None }, Class::Fatal);
-        check(Error::Connect { detail: "refused".into() }, Class::Unreachable);
-        check(Error::Dropped { detail: "eof".into() }, RETRY);
+        check(
+            rpc(-32000, "block range extends beyond current head block"),
+            RETRY,
+        );
+        check(
+            rpc(-32601, "the method eth_foo does not exist/is not available"),
+            Class::Fatal,
+        );
+        check(
+            rpc(-32602, "invalid argument 0: hex string without 0x prefix"),
+            Class::Fatal,
+        );
+        check(
+            Error::Http {
+                status: 429,
+                retry_after: Some(Duration::from_secs(2)),
+            },
+            Class::Retry {
+                after: Some(Duration::from_secs(2)),
+            },
+        );
+        check(
+            Error::Http {
+                status: 503,
+                retry_after: None,
+            },
+            RETRY,
+        );
+        check(
+            Error::Http {
+                status: 401,
+                retry_after: None,
+            },
+            Class::Rejected,
+        );
+        check(
+            Error::Http {
+                status: 404,
+                retry_after: None,
+            },
+            Class::Fatal,
+        );
+        check(
+            Error::Connect {
+                detail: "refused".into(),
+            },
+            Class::Unreachable,
+        );
+        check(
+            Error::Dropped {
+                detail: "eof".into(),
+            },
+            RETRY,
+        );
     }
 }

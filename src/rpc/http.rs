@@ -20,8 +20,14 @@ impl HttpTransport {
             .pool_max_idle_per_host(options.max_idle_connections)
             .connect_timeout(options.request_timeout)
             .build()
-            .map_err(|e| Error::Connect { detail: e.without_url().to_string() })?;
-        Ok(Self { client, url, max_response_bytes: options.max_response_bytes })
+            .map_err(|e| Error::Connect {
+                detail: e.without_url().to_string(),
+            })?;
+        Ok(Self {
+            client,
+            url,
+            max_response_bytes: options.max_response_bytes,
+        })
     }
 
     pub(super) async fn post(&self, body: String) -> Result<Vec<u8>, Error> {
@@ -41,12 +47,18 @@ impl HttpTransport {
                 .and_then(|v| v.to_str().ok())
                 .and_then(|v| v.trim().parse::<u64>().ok())
                 .map(std::time::Duration::from_secs);
-            return Err(Error::Http { status: status.as_u16(), retry_after });
+            return Err(Error::Http {
+                status: status.as_u16(),
+                retry_after,
+            });
         }
-        let mut body = Vec::with_capacity(response.content_length().unwrap_or(0).min(1 << 20) as usize);
+        let mut body =
+            Vec::with_capacity(response.content_length().unwrap_or(0).min(1 << 20) as usize);
         while let Some(chunk) = response.chunk().await.map_err(transport_error)? {
             if body.len() + chunk.len() > self.max_response_bytes {
-                return Err(Error::TooLarge { limit: self.max_response_bytes });
+                return Err(Error::TooLarge {
+                    limit: self.max_response_bytes,
+                });
             }
             body.extend_from_slice(&chunk);
         }

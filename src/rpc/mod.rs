@@ -16,8 +16,8 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 
-pub use error::{Class, Error, SplitReason};
 pub use crate::primitives::Log;
+pub use error::{Class, Error, SplitReason};
 pub use types::{parse_quantity, BlockTag, Blocks, Header, LogFilter, Quantity};
 
 use crate::config::SecretUrl;
@@ -51,17 +51,27 @@ impl Client {
     /// # Errors
     /// [`Error::Connect`] when the HTTP client cannot be built (no TLS roots).
     pub fn http(url: &SecretUrl, options: ClientOptions) -> Result<Self, Error> {
-        Ok(Self::with(Transport::Http(http::HttpTransport::new(url.clone(), options)?), options))
+        Ok(Self::with(
+            Transport::Http(http::HttpTransport::new(url.clone(), options)?),
+            options,
+        ))
     }
 
     /// A client that sends every request over one WebSocket to `url`, reconnecting when it drops.
     /// Connects on the first request.
     pub fn ws(url: &SecretUrl, options: ClientOptions) -> Self {
-        Self::with(Transport::Ws(ws::WsTransport::new(url.clone(), options)), options)
+        Self::with(
+            Transport::Ws(ws::WsTransport::new(url.clone(), options)),
+            options,
+        )
     }
 
     fn with(transport: Transport, options: ClientOptions) -> Self {
-        Self { transport, options, next_id: AtomicU64::new(1) }
+        Self {
+            transport,
+            options,
+            next_id: AtomicU64::new(1),
+        }
     }
 
     /// Calls `method` once and parses its result.
@@ -77,7 +87,9 @@ impl Client {
         params: serde_json::Value,
     ) -> Result<T, Error> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let body = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string();
+        let body =
+            serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+                .to_string();
         let answer = tokio::time::timeout(self.options.request_timeout, async {
             match &self.transport {
                 Transport::Http(http) => http.post(body).await,
@@ -94,7 +106,9 @@ impl Client {
     /// # Errors
     /// Any [`Error`].
     pub async fn chain_id(&self) -> Result<u64, Error> {
-        self.call::<Quantity>("eth_chainId", serde_json::json!([])).await.map(|q| q.0)
+        self.call::<Quantity>("eth_chainId", serde_json::json!([]))
+            .await
+            .map(|q| q.0)
     }
 
     /// `eth_blockNumber`.
@@ -102,7 +116,9 @@ impl Client {
     /// # Errors
     /// Any [`Error`].
     pub async fn block_number(&self) -> Result<u64, Error> {
-        self.call::<Quantity>("eth_blockNumber", serde_json::json!([])).await.map(|q| q.0)
+        self.call::<Quantity>("eth_blockNumber", serde_json::json!([]))
+            .await
+            .map(|q| q.0)
     }
 
     /// `eth_getBlockByNumber(tag, false)`: `None` when the node does not know the block.
@@ -110,7 +126,11 @@ impl Client {
     /// # Errors
     /// Any [`Error`].
     pub async fn header(&self, tag: BlockTag) -> Result<Option<Header>, Error> {
-        self.call("eth_getBlockByNumber", serde_json::json!([tag.to_param(), false])).await
+        self.call(
+            "eth_getBlockByNumber",
+            serde_json::json!([tag.to_param(), false]),
+        )
+        .await
     }
 
     /// `eth_getLogs`.
@@ -118,7 +138,8 @@ impl Client {
     /// # Errors
     /// Any [`Error`]; a range too large for the node classifies as [`Class::Split`].
     pub async fn get_logs(&self, filter: &LogFilter) -> Result<Vec<Log>, Error> {
-        self.call("eth_getLogs", serde_json::json!([filter.to_json()])).await
+        self.call("eth_getLogs", serde_json::json!([filter.to_json()]))
+            .await
     }
 }
 
@@ -141,13 +162,17 @@ struct ErrorObject {
 }
 
 /// A `result` member that is present (even as `null`, which `T = Option<_>` then reads as `None`).
-fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(deserializer: D) -> Result<Option<T>, D::Error> {
+fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+    deserializer: D,
+) -> Result<Option<T>, D::Error> {
     T::deserialize(deserializer).map(Some)
 }
 
 fn parse_response<T: DeserializeOwned>(method: &'static str, body: &[u8]) -> Result<T, Error> {
-    let response: Response<T> =
-        serde_json::from_slice(body).map_err(|e| Error::Malformed { method, detail: e.to_string() })?;
+    let response: Response<T> = serde_json::from_slice(body).map_err(|e| Error::Malformed {
+        method,
+        detail: e.to_string(),
+    })?;
     if let Some(error) = response.error {
         return Err(Error::Rpc {
             code: error.code,
@@ -155,7 +180,10 @@ fn parse_response<T: DeserializeOwned>(method: &'static str, body: &[u8]) -> Res
             data: error.data.map(|d| d.get().to_owned()),
         });
     }
-    response.result.ok_or(Error::Malformed { method, detail: "neither result nor error".into() })
+    response.result.ok_or(Error::Malformed {
+        method,
+        detail: "neither result nor error".into(),
+    })
 }
 
 #[cfg(test)]
@@ -164,16 +192,31 @@ mod tests {
 
     #[test]
     fn a_null_result_is_none_and_a_missing_one_is_malformed() {
-        let null: Option<Header> = parse_response("eth_getBlockByNumber", br#"{"jsonrpc":"2.0","id":1,"result":null}"#).unwrap();
+        let null: Option<Header> = parse_response(
+            "eth_getBlockByNumber",
+            br#"{"jsonrpc":"2.0","id":1,"result":null}"#,
+        )
+        .unwrap();
         assert_eq!(null, None);
-        let missing = parse_response::<Option<Header>>("eth_getBlockByNumber", br#"{"jsonrpc":"2.0","id":1}"#);
+        let missing = parse_response::<Option<Header>>(
+            "eth_getBlockByNumber",
+            br#"{"jsonrpc":"2.0","id":1}"#,
+        );
         assert!(matches!(missing, Err(Error::Malformed { .. })));
     }
 
     #[test]
     fn an_error_object_becomes_an_rpc_error_with_its_data() {
-        let body = br#"{"jsonrpc":"2.0","id":1,"error":{"code":-32005,"message":"limit","data":{"a":1}}}"#;
+        let body =
+            br#"{"jsonrpc":"2.0","id":1,"error":{"code":-32005,"message":"limit","data":{"a":1}}}"#;
         let err = parse_response::<Quantity>("eth_getLogs", body).unwrap_err();
-        assert_eq!(err, Error::Rpc { code: -32005, message: "limit".into(), data: Some(r#"{"a":1}"#.into()) });
+        assert_eq!(
+            err,
+            Error::Rpc {
+                code: -32005,
+                message: "limit".into(),
+                data: Some(r#"{"a":1}"#.into())
+            }
+        );
     }
 }

@@ -33,15 +33,26 @@ struct WireLog {
 impl<'de> Deserialize<'de> for Log {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let wire = WireLog::deserialize(deserializer)?;
-        let pending = |field| D::Error::custom(format!("log without {field} (a pending log in a block range query)"));
+        let pending = |field| {
+            D::Error::custom(format!(
+                "log without {field} (a pending log in a block range query)"
+            ))
+        };
         if wire.topics.len() > 4 {
-            return Err(D::Error::custom(format!("log with {} topics (at most 4)", wire.topics.len())));
+            return Err(D::Error::custom(format!(
+                "log with {} topics (at most 4)",
+                wire.topics.len()
+            )));
         }
         Ok(Log {
             block_number: wire.block_number.ok_or_else(|| pending("blockNumber"))?,
             block_hash: wire.block_hash.ok_or_else(|| pending("blockHash"))?,
-            transaction_hash: wire.transaction_hash.ok_or_else(|| pending("transactionHash"))?,
-            transaction_index: wire.transaction_index.ok_or_else(|| pending("transactionIndex"))?,
+            transaction_hash: wire
+                .transaction_hash
+                .ok_or_else(|| pending("transactionHash"))?,
+            transaction_index: wire
+                .transaction_index
+                .ok_or_else(|| pending("transactionIndex"))?,
             log_index: wire.log_index.ok_or_else(|| pending("logIndex"))?,
             address: wire.address,
             topics: wire.topics,
@@ -141,7 +152,9 @@ impl LogFilter {
 
 /// Parses a hex quantity (`0x1a`); the spec's encoding of numbers.
 pub fn parse_quantity(s: &str) -> Result<u64, String> {
-    let digits = s.strip_prefix("0x").ok_or_else(|| format!("quantity {s:?} lacks 0x"))?;
+    let digits = s
+        .strip_prefix("0x")
+        .ok_or_else(|| format!("quantity {s:?} lacks 0x"))?;
     if digits.is_empty() || digits.len() > 16 {
         return Err(format!("quantity {s:?} is not a 64-bit hex number"));
     }
@@ -155,7 +168,9 @@ fn quantity<'de, D: Deserializer<'de>>(deserializer: D) -> Result<u64, D::Error>
 
 fn opt_quantity<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u64>, D::Error> {
     let s = Option::<Cow<str>>::deserialize(deserializer)?;
-    s.map(|s| parse_quantity(&s)).transpose().map_err(D::Error::custom)
+    s.map(|s| parse_quantity(&s))
+        .transpose()
+        .map_err(D::Error::custom)
 }
 
 /// Deserializes a bare quantity result (`eth_blockNumber`, `eth_chainId`).
@@ -180,7 +195,10 @@ mod tests {
             "blockNumber":"0x10","address":"0xa0b86991c6218b36c1d19d4a2e9eb0ce3606eb48","data":"0x",
             "topics":["0xddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef"]}"#;
         let log: Log = serde_json::from_str(json).unwrap();
-        assert_eq!((log.block_number, log.log_index, log.transaction_index), (16, 1, 0));
+        assert_eq!(
+            (log.block_number, log.log_index, log.transaction_index),
+            (16, 1, 0)
+        );
         assert_eq!(log.topics.len(), 1);
         assert!(log.data.is_empty() && !log.removed);
     }

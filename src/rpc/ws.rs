@@ -32,7 +32,11 @@ pub(super) struct WsTransport {
 
 impl WsTransport {
     pub(super) fn new(url: SecretUrl, options: ClientOptions) -> Self {
-        Self { url, options, conn: Mutex::new(None) }
+        Self {
+            url,
+            options,
+            conn: Mutex::new(None),
+        }
     }
 
     pub(super) async fn request(&self, id: u64, text: String) -> Result<Vec<u8>, Error> {
@@ -41,8 +45,12 @@ impl WsTransport {
         sender
             .send(Outgoing { id, text, reply })
             .await
-            .map_err(|_| Error::Dropped { detail: "websocket closed".into() })?;
-        answer.await.map_err(|_| Error::Dropped { detail: "websocket closed".into() })?
+            .map_err(|_| Error::Dropped {
+                detail: "websocket closed".into(),
+            })?;
+        answer.await.map_err(|_| Error::Dropped {
+            detail: "websocket closed".into(),
+        })?
     }
 
     async fn connection(&self) -> Result<mpsc::Sender<Outgoing>, Error> {
@@ -54,9 +62,13 @@ impl WsTransport {
         let mut config = WebSocketConfig::default();
         config.max_message_size = Some(self.options.max_response_bytes);
         config.max_frame_size = Some(self.options.max_response_bytes);
-        let (socket, _) = tokio_tungstenite::connect_async_with_config(self.url.expose().as_str(), Some(config), true)
-            .await
-            .map_err(handshake_error)?;
+        let (socket, _) = tokio_tungstenite::connect_async_with_config(
+            self.url.expose().as_str(),
+            Some(config),
+            true,
+        )
+        .await
+        .map_err(handshake_error)?;
         // Bounded: at most this many requests queue for the socket writer.
         let (sender, receiver) = mpsc::channel(64);
         tokio::spawn(run(socket, receiver, self.options.max_response_bytes));
@@ -71,8 +83,11 @@ struct IdOnly {
     id: Option<u64>,
 }
 
-async fn run<S>(socket: tokio_tungstenite::WebSocketStream<S>, mut requests: mpsc::Receiver<Outgoing>, limit: usize)
-where
+async fn run<S>(
+    socket: tokio_tungstenite::WebSocketStream<S>,
+    mut requests: mpsc::Receiver<Outgoing>,
+    limit: usize,
+) where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
     let (mut write, mut read) = socket.split();
@@ -112,15 +127,24 @@ where
     };
     let detail = failure.unwrap_or_else(|| "websocket closed".into());
     for (_, reply) in pending.drain() {
-        let _ = reply.send(Err(Error::Dropped { detail: detail.clone() }));
+        let _ = reply.send(Err(Error::Dropped {
+            detail: detail.clone(),
+        }));
     }
 }
 
 fn handshake_error(err: tungstenite::Error) -> Error {
     match err {
-        tungstenite::Error::Http(response) => Error::Http { status: response.status().as_u16(), retry_after: None },
-        tungstenite::Error::Io(e) => Error::Connect { detail: e.to_string() },
+        tungstenite::Error::Http(response) => Error::Http {
+            status: response.status().as_u16(),
+            retry_after: None,
+        },
+        tungstenite::Error::Io(e) => Error::Connect {
+            detail: e.to_string(),
+        },
         // Other handshake failures (TLS, protocol) never include the URL in their Display.
-        other => Error::Connect { detail: other.to_string() },
+        other => Error::Connect {
+            detail: other.to_string(),
+        },
     }
 }

@@ -1,0 +1,306 @@
+//! The SQLite backend: WAL, `synchronous = NORMAL`, a busy timeout, one writer connection; multi-row
+//! `INSERT ... ON CONFLICT DO NOTHING` in chunks under SQLite's bind limit.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{QueryBuilder, Row, Sqlite, SqlitePool};
+
+use crate::decode::{ColumnKind, Value};
+use crate::primitives::{BlockNumber, Log};
+
+use super::{hex, migrate, query_error, to_i64, Batch, ContractSpec, Error, TableSpec};
+
+/// SQLite's default limit on bound parameters per statement is 32,766; stay well under it while keeping
+/// statements large enough that per-statement overhead does not dominate.
+const MAX_BINDS_PER_STATEMENT: usize = 16_000;
+
+/// The fixed columns of every typed table, before the parameter columns.
+const TYPED_FIXED: &str = "block_number, block_hash, transaction_hash, log_index, address";
+
+/// A SQLite database.
+pub struct SqliteSink {
+    pool: SqlitePool,
+    tables: Vec<TableSpec>,
+}
+
+impl SqliteSink {
+    /// Opens (creating if missing) and migrates the database at `path` (`:memory:` for a private one).
+    ///
+    /// # Errors
+    /// [`Error::Open`] or [`Error::Migrate`].
+    pub async fn open(path: &Path) -> Result<Self, Error> {
+        let location = path.display().to_string();
+        let options = if location == ":memory:" {
+            SqliteConnectOptions::from_str("sqlite::memory:").map_err(|source| Error::Open {
+                location: location.clone(),
+                source,
+            })?
+        } else {
+            SqliteConnectOptions::new()
+                .filename(path)
+                .create_if_missing(true)
+        };
+        let options = options
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Normal)
+            .busy_timeout(Duration::from_secs(10))
+            .pragma("cache_size", "-65536");
+        // One connection: SQLite has one writer anyway, and a private `:memory:` database lives in it.
+        let pool = SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect_with(options)
+            .await
+            .map_err(|source| Error::Open { location, source })?;
+        migrate::migrator(migrate::SQLITE).await?.run(&pool).await?;
+        Ok(Self {
+            pool,
+            tables: Vec::new(),
+        })
+    }
+
+    /// The pool, for read-only queries (status, tests).
+    pub fn pool(&self) -> &SqlitePool {
+        &self.pool
+    }
+
+    pub(super) async fn prepare(
+        &mut self,
+        tables: &[TableSpec],
+        contracts: &[ContractSpec],
+    ) -> Result<(), Error> {
+        let mut tx = self
+            .pool
+            .begin()
+            .await
+            .map_err(query_error("starting a transaction"))?;
+        for table in tables {
+            let existing: Vec<String> = sqlx::query(&format!(
+                "SELECT name FROM pragma_table_info('{}')",
+                table.name
+            ))
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(query_error("reading a table's columns"))?
+            .iter()
+            .map(|row| row.get::<String, _>(0))
+            .collect();
+            let wanted: Vec<String> = TYPED_FIXED
+                .split(", ")
+                .map(str::to_owned)
+                .chain(table.columns.iter().map(|c| c.name.clone()))
+                .collect();
+            if !existing.is_empty() && existing != wanted {
+                return Err(Error::Mismatch(format!(
+                    "table {} exists with columns ({}) but the config's ABI gives ({}): the event's ABI changed; index into a new database, or drop the table and its contract's checkpoint to re-index it",
+                    table.name,
+                    existing.join(", "),
+                    wanted.join(", ")
+                )));
+            }
+            let columns: String = table
+                .columns
+                .iter()
+                .map(|c| format!(", \"{}\" {}", c.name, sql_type(c.kind)))
+                .collect();
+            let ddl = format!(
+                "CREATE TABLE IF NOT EXISTS \"{name}\" (block_number INTEGER NOT NULL, block_hash TEXT NOT NULL, \
+                 transaction_hash TEXT NOT NULL, log_index INTEGER NOT NULL, address TEXT NOT NULL{columns}, \
+                 UNIQUE (block_hash, log_index));\
+                 CREATE INDEX IF NOT EXISTS \"{name}_block_number\" ON \"{name}\" (block_number);",
+                name = table.name
+            );
+            sqlx::raw_sql(&ddl)
+                .execute(&mut *tx)
+                .await
+                .map_err(query_error("creating a typed table"))?;
+        }
+        for contract in contracts {
+            let addresses: Vec<String> = contract.addresses.iter().map(hex::encode).collect();
+            let addresses = serde_json::to_string(&addresses).expect("strings serialize");
+            let events = serde_json::to_string(&contract.events).expect("strings serialize");
+            let stored: Option<(String, String)> =
+                sqlx::query_as("SELECT addresses, events FROM contracts WHERE name = ?")
+                    .bind(&contract.name)
+                    .fetch_optional(&mut *tx)
+                    .await
+                    .map_err(query_error("reading the contracts"))?;
+            match stored {
+                Some((a, _)) if a != addresses => {
+                    return Err(Error::Mismatch(format!(
+                        "contract {} was indexed with addresses {a} and the config now says {addresses}: give the new addresses a new contract name, or index into a new database",
+                        contract.name
+                    )))
+                }
+                Some(_) => {
+                    sqlx::query("UPDATE contracts SET events = ?, start_block = ? WHERE name = ?")
+                        .bind(&events)
+                        .bind(to_i64(contract.start_block))
+                        .bind(&contract.name)
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(query_error("recording a contract"))?;
+                }
+                None => {
+                    sqlx::query("INSERT INTO contracts (name, addresses, events, start_block) VALUES (?, ?, ?, ?)")
+                        .bind(&contract.name)
+                        .bind(&addresses)
+                        .bind(&events)
+                        .bind(to_i64(contract.start_block))
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(query_error("recording a contract"))?;
+                }
+            }
+        }
+        tx.commit()
+            .await
+            .map_err(query_error("committing the schema"))?;
+        self.tables = tables.to_vec();
+        Ok(())
+    }
+
+    pub(super) async fn check_chain_id(&self, chain_id: u64) -> Result<(), Error> {
+        let stored: Option<String> =
+            sqlx::query_scalar("SELECT value FROM meta WHERE key = 'chain_id'")
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(query_error("reading the chain id"))?;
+        match stored {
+            Some(s) if s != chain_id.to_string() => Err(Error::Mismatch(format!(
+                "the database holds logs of chain {s} but the node serves chain {chain_id}: point database.url at a new database"
+            ))),
+            Some(_) => Ok(()),
+            None => sqlx::query("INSERT INTO meta (key, value) VALUES ('chain_id', ?)")
+                .bind(chain_id.to_string())
+                .execute(&self.pool)
+                .await
+                .map(|_| ())
+                .map_err(query_error("recording the chain id")),
+        }
+    }
+
+    pub(super) async fn checkpoints(&self) -> Result<HashMap<String, BlockNumber>, Error> {
+        let rows: Vec<(String, i64)> =
+            sqlx::query_as("SELECT contract, block_number FROM checkpoints")
+                .fetch_all(&self.pool)
+                .await
+                .map_err(query_error("reading checkpoints"))?;
+        Ok(rows
+            .into_iter()
+            .map(|(c, b)| (c, u64::try_from(b).unwrap_or(0)))
+            .collect())
+    }
+
+    pub(super) async fn commit(&mut self, batch: &Batch) -> Result<(), Error> {
+        let mut tx = self
+            .pool
+            .begin()
+            .await
+            .map_err(query_error("starting a transaction"))?;
+        const RAW_COLUMNS: usize = 11;
+        for chunk in batch.logs.chunks(MAX_BINDS_PER_STATEMENT / RAW_COLUMNS) {
+            let mut insert: QueryBuilder<Sqlite> = QueryBuilder::new(
+                "INSERT INTO logs (block_number, block_hash, transaction_hash, transaction_index, log_index, address, topic0, topic1, topic2, topic3, data) ",
+            );
+            insert.push_values(chunk, |mut row, log| {
+                row.push_bind(to_i64(log.block_number))
+                    .push_bind(hex::encode(log.block_hash))
+                    .push_bind(hex::encode(log.transaction_hash))
+                    .push_bind(to_i64(log.transaction_index))
+                    .push_bind(to_i64(log.log_index))
+                    .push_bind(hex::encode(log.address));
+                for i in 0..4 {
+                    row.push_bind(log.topics.get(i).map(hex::encode));
+                }
+                row.push_bind(hex::encode(&log.data));
+            });
+            insert.push(" ON CONFLICT (block_hash, log_index) DO NOTHING");
+            insert
+                .build()
+                .persistent(true)
+                .execute(&mut *tx)
+                .await
+                .map_err(query_error("inserting raw logs"))?;
+        }
+        for (table_idx, table) in self.tables.iter().enumerate() {
+            let rows: Vec<_> = batch
+                .typed
+                .iter()
+                .filter(|r| r.table == table_idx)
+                .collect();
+            if rows.is_empty() {
+                continue;
+            }
+            let n_columns = 5 + table.columns.len();
+            let names: String = table
+                .columns
+                .iter()
+                .map(|c| format!(", \"{}\"", c.name))
+                .collect();
+            for chunk in rows.chunks(MAX_BINDS_PER_STATEMENT / n_columns) {
+                let mut insert: QueryBuilder<Sqlite> = QueryBuilder::new(format!(
+                    "INSERT INTO \"{}\" ({TYPED_FIXED}{names}) ",
+                    table.name
+                ));
+                insert.push_values(chunk, |mut row, typed| {
+                    let log: &Log = &batch.logs[typed.log];
+                    row.push_bind(to_i64(log.block_number))
+                        .push_bind(hex::encode(log.block_hash))
+                        .push_bind(hex::encode(log.transaction_hash))
+                        .push_bind(to_i64(log.log_index))
+                        .push_bind(hex::encode(log.address));
+                    for value in &typed.values {
+                        match value {
+                            Value::Int(i) => row.push_bind(*i),
+                            Value::BigInt(s) | Value::Text(s) | Value::Json(s) => {
+                                row.push_bind(s.clone())
+                            }
+                            Value::Bool(b) => row.push_bind(*b),
+                            Value::Bytes(b) => row.push_bind(b.clone()),
+                        };
+                    }
+                });
+                insert.push(" ON CONFLICT (block_hash, log_index) DO NOTHING");
+                insert
+                    .build()
+                    .persistent(true)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(query_error("inserting typed rows"))?;
+            }
+        }
+        for checkpoint in &batch.checkpoints {
+            sqlx::query(
+                "INSERT INTO checkpoints (contract, block_number) VALUES (?, ?) \
+                 ON CONFLICT (contract) DO UPDATE SET block_number = excluded.block_number",
+            )
+            .bind(&checkpoint.contract)
+            .bind(to_i64(checkpoint.block))
+            .execute(&mut *tx)
+            .await
+            .map_err(query_error("moving a checkpoint"))?;
+        }
+        tx.commit().await.map_err(query_error("committing a batch"))
+    }
+
+    pub(super) async fn close(self) {
+        self.pool.close().await;
+    }
+}
+
+fn sql_type(kind: ColumnKind) -> &'static str {
+    match kind {
+        ColumnKind::Int64 | ColumnKind::Bool => "INTEGER",
+        ColumnKind::Bytes => "BLOB",
+        ColumnKind::BigInt
+        | ColumnKind::Address
+        | ColumnKind::FixedBytes
+        | ColumnKind::Text
+        | ColumnKind::Json
+        | ColumnKind::TopicHash => "TEXT",
+    }
+}
