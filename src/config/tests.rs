@@ -15,7 +15,6 @@ fn env(name: &str) -> Option<String> {
     match name {
         "LOGSLICE_API_KEY" => Some(API_KEY.to_owned()),
         "PGPASS" => Some(PG_PASSWORD.to_owned()),
-        "START" => Some("17".to_owned()),
         _ => None,
     }
 }
@@ -772,4 +771,27 @@ fn never_prints_the_api_key_or_the_password() {
     )
     .expect("valid");
     assert_clean(&format!("{config:?}"));
+}
+
+#[test]
+fn loads_a_file_and_resolves_abi_paths_beside_it() {
+    let dir = abi_dir();
+    let path = dir.path().join("config.toml");
+    std::fs::write(
+        &path,
+        config_text("[[contracts]]\nname = \"t\"\naddress = \"0xa0b86991c6218b36c1d19d4a2e9eb0ce3606eb48\"\nabi = \"abis/erc20.json\"\nevents = [\"Approval\"]\n"),
+    )
+    .unwrap();
+    let config = load(&path).expect("valid");
+    assert_eq!(config.source, path);
+    assert_eq!(config.contracts[0].events[0].table, "t_approval");
+    let missing = dir.path().join("nope.toml");
+    let errors = load(&missing).expect_err("no such file");
+    assert_eq!(errors.0.len(), 1);
+    assert!(
+        errors
+            .to_string()
+            .starts_with(&format!("{}: (file): cannot read it: ", missing.display())),
+        "{errors}"
+    );
 }
