@@ -3,10 +3,29 @@
 //! Parsing is strict (unknown keys are errors that suggest the nearest valid key) and collects every error
 //! at once, so `logslice check` can report them all. Nothing here does I/O beyond reading the config file
 //! and the ABI files it names.
+//!
+//! Rules beyond `interface.md`:
+//! - `${VAR}` is replaced in every string value; an unset variable is an error. Messages quote the value as
+//!   written (with `${VAR}`), URLs only in redacted form, so no interpolated secret reaches a message.
+//! - `node.transport` defaults to `ws` when `node.url` is `ws(s)://`, else `http`. With `ws` and no `ws_url`,
+//!   the WebSocket URL is derived from `url` (http -> ws, https -> wss, `/v3/` -> `/ws/v3/`); for `sim://` it
+//!   stays `None` (the pipeline starts the built-in node and knows its address).
+//! - `node.max_retries = 0` is allowed (each request tried once); every other limit is at least 1 and every
+//!   duration above zero; `initial_block_range <= max_block_range`, `initial_backoff <= max_backoff`.
+//! - `database.schema` is a plain identifier (at most 63 bytes) and only applies to Postgres.
+//! - Contract names are snake-cased (`name = "USDC"` is `usdc`) and unique after that; addresses are
+//!   deduplicated. With `abi` and no `events`, every event of the ABI is indexed, in name order.
+//! - Table names are `<contract>_<event>`; overloads of one event name get `_2`, `_3`, ... in ABI order (or
+//!   `events` order without an ABI), counted over the whole ABI so that selecting a subset renames nothing.
+//!   Two contracts whose tables would share a name (`token_a` + `Transfer`, `token` + `ATransfer`) are an error.
 
+mod contracts;
+mod reader;
 mod secret;
+mod sections;
 
 pub use secret::SecretUrl;
+pub use sections::*;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -56,7 +75,7 @@ pub struct NodeConfig {
     pub ws_endpoint: Option<Endpoint>,
     /// `transport`, default http.
     pub transport: Transport,
-    /// `requests_per_second`, default 25.
+    /// `requests_per_second`, default 25 ([`DEFAULT_REQUESTS_PER_SECOND`]).
     pub requests_per_second: u32,
     /// `max_concurrency`, default 8.
     pub max_concurrency: usize,
@@ -186,8 +205,15 @@ impl std::error::Error for ConfigErrors {}
 /// # Errors
 /// Every problem found, each naming file, field and fix.
 pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
-    let _ = path;
-    todo!("config::load")
+    match std::fs::read_to_string(path) {
+        Ok(text) => load_str(path, &text, &|name| std::env::var(name).ok()),
+        Err(err) => Err(ConfigErrors(vec![ConfigError {
+            file: path.display().to_string(),
+            field: "(file)".to_owned(),
+            problem: format!("cannot read it: {err}"),
+            fix: "check the path, or pass --config".to_owned(),
+        }])),
+    }
 }
 
 /// Like [`load`], from text, with an explicit environment (for tests). ABI paths are relative to
@@ -200,6 +226,66 @@ pub fn load_str(
     text: &str,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Config, ConfigErrors> {
-    let _ = (path, text, env);
-    todo!("config::load_str")
+    let mut reader = reader::Reader::new(path.display().to_string(), env);
+    let root: toml::Table = match toml::from_str(text) {
+        Ok(root) => root,
+        Err(err) => {
+            // toml's own Display quotes the offending line, which may hold a secret: give position and
+            // message only.
+            let (line, column) = err
+                .span()
+                .map_or((0, 0), |span| line_column(text, span.start));
+            reader.error(
+                &format!("line {line}, column {column}"),
+                err.message().trim_end().to_owned(),
+                "fix the TOML syntax",
+            );
+            return Err(ConfigErrors(reader.errors));
+        }
+    };
+    reader.check_keys("", &root, &["node", "database", "sync", "contracts"]);
+    let empty = toml::Table::new();
+    let node_table = reader.table(&root, "", "node");
+    if node_table.is_none() && !root.contains_key("node") {
+        reader.error(
+            "node",
+            "is missing",
+            "add a [node] section with url = \"https://...\" or \"sim://\"",
+        );
+    }
+    let node = sections::node(&mut reader, node_table.unwrap_or(&empty));
+    let database_table = reader.table(&root, "", "database");
+    if database_table.is_none() && !root.contains_key("database") {
+        reader.error(
+            "database",
+            "is missing",
+            "add a [database] section with url = \"sqlite://logslice.db\"",
+        );
+    }
+    let database = sections::database(&mut reader, database_table.unwrap_or(&empty));
+    let sync_table = reader.table(&root, "", "sync").unwrap_or(&empty);
+    let sync = sections::sync(&mut reader, sync_table);
+    let base_dir = path.parent().unwrap_or(Path::new(""));
+    let contracts = contracts::contracts(&mut reader, &root, base_dir, sync.start_block);
+    if !reader.errors.is_empty() {
+        return Err(ConfigErrors(reader.errors));
+    }
+    Ok(Config {
+        source: path.to_path_buf(),
+        node,
+        database,
+        sync,
+        contracts,
+    })
 }
+
+/// 1-based line and column of a byte offset.
+fn line_column(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, column)
+}
+
+#[cfg(test)]
+mod tests;
