@@ -16,6 +16,19 @@ pub async fn run(cli: Cli, cancel: CancellationToken) -> u8 {
     match cli.command {
         Command::Sync(args) => sync(args, cancel).await,
         Command::Check(args) => check(&args).await,
+        Command::Bench(args) => match crate::bench::run(&args).await {
+            Ok(report) => {
+                print!("{report}");
+                exit::OK
+            }
+            Err(err) => {
+                tracing::error!("{}", error_chain(&err));
+                match &err {
+                    crate::bench::Error::Phase { source, .. } => exit::code(source),
+                    crate::bench::Error::Setup(_) => exit::CONFIG,
+                }
+            }
+        },
         Command::Devnode(args) => match crate::devnode::cli::run(args, cancel).await {
             Ok(()) => exit::OK,
             Err(err) => {

@@ -42,6 +42,8 @@ pub enum Command {
     Check(ConfigArg),
     /// Serve the built-in simulated access service (for demos, tests and benchmarks).
     Devnode(crate::devnode::cli::DevnodeArgs),
+    /// Benchmark against the simulated node: logs/s, requests per 10,000 logs, errors, peak RSS.
+    Bench(crate::bench::BenchArgs),
 }
 
 /// `--config`.

@@ -10,6 +10,7 @@ pub mod cli;
 pub mod config;
 pub mod decode;
 pub mod devnode;
+pub mod bench;
 pub mod exit;
 pub mod fetch;
 pub mod pipeline;

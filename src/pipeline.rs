@@ -189,6 +189,15 @@ impl Node {
         }
     }
 
+    fn add_stats(&self, report: &mut SyncReport) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let stats = &self.gate.stats;
+        report.requests = stats.requests.load(Relaxed);
+        report.errors = stats.errors.load(Relaxed);
+        report.retries = stats.retries.load(Relaxed);
+        report.splits = stats.splits.load(Relaxed);
+    }
+
     /// `eth_chainId`, through the gate.
     ///
     /// # Errors
@@ -277,6 +286,121 @@ struct Contract {
     selectors: Option<Vec<B256>>,
 }
 
+/// What a config asks to index, resolved: decoders, tables, and contracts with their next blocks.
+pub struct Job {
+    contracts: Arc<Vec<Contract>>,
+    decoders: Vec<EventDecoder>,
+    tables: Vec<TableSpec>,
+    specs: Vec<ContractSpec>,
+    by_address: HashMap<Address, Vec<usize>>,
+    strict: bool,
+}
+
+impl Job {
+    /// Resolves every configured event into a decoder and a table.
+    ///
+    /// # Errors
+    /// [`Error::Config`] when an event does not resolve.
+    pub fn new(config: &Config) -> Result<Self, Error> {
+        let mut decoders = Vec::new();
+        let mut tables = Vec::new();
+        let mut contracts = Vec::new();
+        let mut specs = Vec::new();
+        for contract in &config.contracts {
+            let mut table_idxs = Vec::new();
+            let mut selectors = Some(Vec::new());
+            let mut events = Vec::new();
+            for event in &contract.events {
+                let decoder = EventDecoder::new(&event.event).map_err(|e| {
+                    Error::Config(format!(
+                        "{}: contracts.{}: {e}",
+                        config.source.display(),
+                        contract.name
+                    ))
+                })?;
+                match (decoder.selector(), selectors.as_mut()) {
+                    (Some(selector), Some(list)) => list.push(selector),
+                    (None, _) => selectors = None,
+                    (Some(_), None) => {}
+                }
+                events.push(format!("{} -> {}", decoder.signature(), event.table));
+                tables.push(TableSpec {
+                    name: event.table.clone(),
+                    columns: decoder.columns().to_vec(),
+                });
+                table_idxs.push(decoders.len());
+                decoders.push(decoder);
+            }
+            contracts.push(Contract {
+                name: contract.name.clone(),
+                addresses: contract.addresses.clone(),
+                next: contract.start_block,
+                tables: table_idxs,
+                selectors,
+            });
+            specs.push(ContractSpec {
+                name: contract.name.clone(),
+                addresses: contract.addresses.clone(),
+                events,
+                start_block: contract.start_block,
+            });
+        }
+        let mut by_address: HashMap<Address, Vec<usize>> = HashMap::new();
+        for (idx, contract) in contracts.iter().enumerate() {
+            for address in &contract.addresses {
+                by_address.entry(*address).or_default().push(idx);
+            }
+        }
+        Ok(Self {
+            contracts: Arc::new(contracts),
+            decoders,
+            tables,
+            specs,
+            by_address,
+            strict: config.sync.strict,
+        })
+    }
+
+    /// Creates the tables and moves every contract's next block past its checkpoint.
+    async fn prepare(&mut self, sink: &mut Sink) -> Result<(), sink::Error> {
+        sink.prepare(&self.tables, &self.specs).await?;
+        let checkpoints = sink.checkpoints().await?;
+        let contracts = Arc::get_mut(&mut self.contracts).expect("not shared before planning");
+        for contract in contracts {
+            if let Some(&cp) = checkpoints.get(&contract.name) {
+                contract.next = contract.next.max(cp + 1);
+            }
+        }
+        Ok(())
+    }
+
+    /// The first block any contract still needs, if it is at or below `target`.
+    fn start(&self, target: BlockNumber) -> Option<BlockNumber> {
+        self.contracts
+            .iter()
+            .map(|c| c.next)
+            .filter(|&n| n <= target)
+            .min()
+    }
+
+    fn planner(&self, config: &Config, plan: BlockRange) -> Planner {
+        Planner::new(
+            PlannerConfig {
+                initial_span: config.sync.initial_block_range,
+                max_span: config.sync.max_block_range,
+                target_logs: config.sync.target_logs_per_request,
+            },
+            plan,
+            self.contracts.iter().map(|c| c.next),
+        )
+    }
+
+    fn selector(&self) -> Arc<dyn Fn(BlockRange) -> Selection + Send + Sync> {
+        let contracts = self.contracts.clone();
+        Arc::new(move |range: BlockRange| selection(&contracts, range))
+    }
+}
+
 /// `logslice sync`: indexes every configured contract up to `target`, committing as it goes.
 ///
 /// # Errors
@@ -295,69 +419,15 @@ pub async fn sync(
         source,
     };
     sink.check_chain_id(chain_id).await.map_err(db_error)?;
-
-    let mut decoders = Vec::new();
-    let mut tables = Vec::new();
-    let mut contracts = Vec::new();
-    let mut specs = Vec::new();
-    for contract in &config.contracts {
-        let mut table_idxs = Vec::new();
-        let mut selectors = Some(Vec::new());
-        let mut events = Vec::new();
-        for event in &contract.events {
-            let decoder = EventDecoder::new(&event.event).map_err(|e| {
-                Error::Config(format!(
-                    "{}: contracts.{}: {e}",
-                    config.source.display(),
-                    contract.name
-                ))
-            })?;
-            match (decoder.selector(), selectors.as_mut()) {
-                (Some(selector), Some(list)) => list.push(selector),
-                (None, _) => selectors = None,
-                (Some(_), None) => {}
-            }
-            events.push(format!("{} -> {}", decoder.signature(), event.table));
-            tables.push(TableSpec {
-                name: event.table.clone(),
-                columns: decoder.columns().to_vec(),
-            });
-            table_idxs.push(decoders.len());
-            decoders.push(decoder);
-        }
-        contracts.push(Contract {
-            name: contract.name.clone(),
-            addresses: contract.addresses.clone(),
-            next: contract.start_block,
-            tables: table_idxs,
-            selectors,
-        });
-        specs.push(ContractSpec {
-            name: contract.name.clone(),
-            addresses: contract.addresses.clone(),
-            events,
-            start_block: contract.start_block,
-        });
-    }
-    sink.prepare(&tables, &specs).await.map_err(db_error)?;
-    let checkpoints = sink.checkpoints().await.map_err(db_error)?;
-    for contract in &mut contracts {
-        if let Some(&cp) = checkpoints.get(&contract.name) {
-            contract.next = contract.next.max(cp + 1);
-        }
-    }
+    let mut job = Job::new(config)?;
+    job.prepare(&mut sink).await.map_err(db_error)?;
 
     let target = node.resolve(target).await?;
     let mut report = SyncReport {
         target,
         ..SyncReport::default()
     };
-    let Some(start) = contracts
-        .iter()
-        .map(|c| c.next)
-        .filter(|&n| n <= target)
-        .min()
-    else {
+    let Some(start) = job.start(target) else {
         tracing::info!(target, "every contract is already at or beyond the target");
         sink.close().await;
         report.elapsed = started.elapsed();
@@ -365,39 +435,18 @@ pub async fn sync(
     };
     let plan = BlockRange::new(start, target).expect("start <= target");
     tracing::info!(%plan, node = %node.display, database = %db, "syncing");
-    let planner = Planner::new(
-        PlannerConfig {
-            initial_span: config.sync.initial_block_range,
-            max_span: config.sync.max_block_range,
-            target_logs: config.sync.target_logs_per_request,
-        },
-        plan,
-        contracts.iter().map(|c| c.next),
-    );
-    let contracts = Arc::new(contracts);
-    let select = {
-        let contracts = contracts.clone();
-        Arc::new(move |range: BlockRange| selection(&contracts, range))
-            as Arc<dyn Fn(BlockRange) -> Selection + Send + Sync>
-    };
 
     let (tx, mut rx) = mpsc::channel::<Fetched>(config.sync.max_queued_batches.max(1));
     let fetch_cancel = cancel.child_token();
     let fetcher = tokio::spawn(fetch::run(
         node.client.clone(),
         node.gate.clone(),
-        planner,
-        select,
+        job.planner(config, plan),
+        job.selector(),
         tx,
         fetch_cancel.clone(),
     ));
 
-    let mut by_address: HashMap<Address, Vec<usize>> = HashMap::new();
-    for (idx, contract) in contracts.iter().enumerate() {
-        for address in &contract.addresses {
-            by_address.entry(*address).or_default().push(idx);
-        }
-    }
     let mut last_progress = Instant::now();
     let written = async {
         loop {
@@ -418,14 +467,7 @@ pub async fn sync(
                     Err(_) => break,
                 }
             }
-            let batch = build_batch(
-                &contracts,
-                &by_address,
-                &decoders,
-                fetched,
-                config.sync.strict,
-                &mut report,
-            )?;
+            let batch = job.build_batch(fetched, &mut report)?;
             sink.commit(&batch).await.map_err(db_error)?;
             report.batches += 1;
             report.logs += batch.logs.len() as u64;
@@ -448,19 +490,7 @@ pub async fn sync(
     // Stop the fetcher whatever happened, then prefer its error (the writer only saw the channel close).
     fetch_cancel.cancel();
     let fetched = fetcher.await.expect("the fetch task does not panic");
-    let stats = &node.gate.stats;
-    use std::sync::atomic::Ordering::Relaxed;
-    (
-        report.requests,
-        report.errors,
-        report.retries,
-        report.splits,
-    ) = (
-        stats.requests.load(Relaxed),
-        stats.errors.load(Relaxed),
-        stats.retries.load(Relaxed),
-        stats.splits.load(Relaxed),
-    );
+    node.add_stats(&mut report);
     report.elapsed = started.elapsed();
     match (written, fetched) {
         (Err(Error::Interrupted), _) => Err(Error::Interrupted),
@@ -477,6 +507,165 @@ pub async fn sync(
             Ok(report)
         }
     }
+}
+
+/// The fetch-only ceiling for `bench`: the same requests as [`sync`] from every contract's start block,
+/// answers parsed and dropped, nothing stored.
+///
+/// # Errors
+/// Any [`Error`].
+pub async fn fetch_only(config: &Config, target: Target) -> Result<SyncReport, Error> {
+    let started = Instant::now();
+    let node = Node::connect(&config.node).await?;
+    let job = Job::new(config)?;
+    let target = node.resolve(target).await?;
+    let mut report = SyncReport {
+        target,
+        ..SyncReport::default()
+    };
+    if let Some(start) = job.start(target) {
+        let plan = BlockRange::new(start, target).expect("start <= target");
+        let (tx, mut rx) = mpsc::channel::<Fetched>(config.sync.max_queued_batches.max(1));
+        let fetcher = tokio::spawn(fetch::run(
+            node.client.clone(),
+            node.gate.clone(),
+            job.planner(config, plan),
+            job.selector(),
+            tx,
+            CancellationToken::new(),
+        ));
+        while let Some(fetched) = rx.recv().await {
+            report.logs += fetched.logs.len() as u64;
+            report.batches += 1;
+        }
+        fetcher
+            .await
+            .expect("the fetch task does not panic")
+            .map_err(node.error())?;
+    }
+    node.add_stats(&mut report);
+    report.elapsed = started.elapsed();
+    Ok(report)
+}
+
+/// The store-only ceiling for `bench`: decodes and commits the given ranges with no network, batched as
+/// [`sync`] batches them.
+///
+/// # Errors
+/// [`Error::Database`], or a decoding error under `sync.strict`.
+pub async fn store_only(
+    config: &Config,
+    chunks: impl Iterator<Item = Fetched>,
+) -> Result<SyncReport, Error> {
+    let (mut sink, db) = open_sink(config).await?;
+    let db_error = |source| Error::Database {
+        database: db.clone(),
+        source,
+    };
+    let mut job = Job::new(config)?;
+    job.prepare(&mut sink).await.map_err(db_error)?;
+    let mut report = SyncReport::default();
+    let mut pending: Vec<Fetched> = Vec::new();
+    let mut n_logs = 0;
+    let mut chunks = chunks.peekable();
+    // Only decoding and committing are timed, not producing the chunks.
+    let mut busy = Duration::ZERO;
+    while let Some(chunk) = chunks.next() {
+        n_logs += chunk.logs.len();
+        report.target = chunk.range.end();
+        pending.push(chunk);
+        if n_logs >= config.sync.max_batch_logs || chunks.peek().is_none() {
+            let started = Instant::now();
+            let batch = job.build_batch(std::mem::take(&mut pending), &mut report)?;
+            sink.commit(&batch).await.map_err(db_error)?;
+            busy += started.elapsed();
+            report.batches += 1;
+            report.logs += batch.logs.len() as u64;
+            report.typed_rows += batch.typed.len() as u64;
+            n_logs = 0;
+        }
+    }
+    sink.close().await;
+    report.elapsed = busy;
+    Ok(report)
+}
+
+/// The naive baseline for `bench`: one request at a time over fixed `span`-block ranges (halved only when
+/// the node refuses), each range committed on its own, as a first script would do it.
+///
+/// # Errors
+/// Any [`Error`].
+pub async fn naive_sync(config: &Config, target: Target, span: u64) -> Result<SyncReport, Error> {
+    let started = Instant::now();
+    let node = Node::connect(&config.node).await?;
+    let (mut sink, db) = open_sink(config).await?;
+    let db_error = |source| Error::Database {
+        database: db.clone(),
+        source,
+    };
+    let mut job = Job::new(config)?;
+    job.prepare(&mut sink).await.map_err(db_error)?;
+    let target = node.resolve(target).await?;
+    let mut report = SyncReport {
+        target,
+        ..SyncReport::default()
+    };
+    let Some(mut next) = job.start(target) else {
+        return Ok(report);
+    };
+    let selection = job.selector()(BlockRange::new(next, target).expect("start <= target"));
+    let mut todo: Vec<BlockRange> = Vec::new();
+    while next <= target || !todo.is_empty() {
+        let range = todo.pop().unwrap_or_else(|| {
+            let range = BlockRange::new(next, next.saturating_add(span - 1).min(target))
+                .expect("next <= end");
+            next = range.end() + 1;
+            range
+        });
+        let filter = crate::rpc::LogFilter {
+            blocks: crate::rpc::Blocks::Range(range),
+            addresses: selection.addresses.clone(),
+            topic0: selection.topic0.clone(),
+        };
+        match node
+            .gate
+            .run("eth_getLogs", OnSplit::Return, || {
+                node.client.get_logs(&filter)
+            })
+            .await
+        {
+            Ok(logs) => {
+                let batch = job.build_batch(vec![Fetched { range, logs }], &mut report)?;
+                sink.commit(&batch).await.map_err(db_error)?;
+                report.logs += batch.logs.len() as u64;
+                report.batches += 1;
+            }
+            Err(fetch::Error::Split(_)) => {
+                if let Some((first, rest)) = range.halve() {
+                    todo.push(rest);
+                    todo.push(first);
+                } else {
+                    let logs = fetch::fetch_block_by_filters(
+                        &node.client,
+                        &node.gate,
+                        range.start(),
+                        selection.clone(),
+                    )
+                    .await
+                    .map_err(node.error())?;
+                    let batch = job.build_batch(vec![Fetched { range, logs }], &mut report)?;
+                    sink.commit(&batch).await.map_err(db_error)?;
+                    report.logs += batch.logs.len() as u64;
+                    report.batches += 1;
+                }
+            }
+            Err(err) => return Err(node.error()(err)),
+        }
+    }
+    sink.close().await;
+    node.add_stats(&mut report);
+    report.elapsed = started.elapsed();
+    Ok(report)
 }
 
 /// The filter for a range: every contract that has joined by its start.
@@ -502,45 +691,45 @@ fn selection(contracts: &[Contract], range: BlockRange) -> Selection {
 
 /// Decodes fetched ranges into one batch: the raw logs that match a configured event of a contract that has
 /// joined by their block, their typed rows, and the checkpoints the batch moves.
-fn build_batch(
-    contracts: &[Contract],
-    by_address: &HashMap<Address, Vec<usize>>,
-    decoders: &[EventDecoder],
-    fetched: Vec<Fetched>,
-    strict: bool,
-    report: &mut SyncReport,
-) -> Result<Batch, Error> {
-    let first = fetched
-        .first()
-        .map(|f| f.range.start())
-        .expect("a batch has at least one range");
-    let last = fetched
-        .last()
-        .map(|f| f.range.end())
-        .expect("a batch has at least one range");
-    let mut batch = Batch {
-        range: BlockRange::new(first, last),
-        ..Batch::default()
-    };
-    for log in fetched.into_iter().flat_map(|f| f.logs) {
-        if log.removed {
-            // A stale replica's copy of an orphaned block's log: never stored.
-            continue;
-        }
-        let log_idx = batch.logs.len();
-        let mut matched = false;
-        for &contract_idx in by_address.get(&log.address).into_iter().flatten() {
-            let contract = &contracts[contract_idx];
-            if contract.next > log.block_number {
+impl Job {
+    fn build_batch(&self, fetched: Vec<Fetched>, report: &mut SyncReport) -> Result<Batch, Error> {
+        let (contracts, by_address, decoders, strict) = (
+            &self.contracts,
+            &self.by_address,
+            &self.decoders,
+            self.strict,
+        );
+        let first = fetched
+            .first()
+            .map(|f| f.range.start())
+            .expect("a batch has at least one range");
+        let last = fetched
+            .last()
+            .map(|f| f.range.end())
+            .expect("a batch has at least one range");
+        let mut batch = Batch {
+            range: BlockRange::new(first, last),
+            ..Batch::default()
+        };
+        for log in fetched.into_iter().flat_map(|f| f.logs) {
+            if log.removed {
+                // A stale replica's copy of an orphaned block's log: never stored.
                 continue;
             }
-            for &table in &contract.tables {
-                let decoder = &decoders[table];
-                if !decoder.matches(&log.topics) {
+            let log_idx = batch.logs.len();
+            let mut matched = false;
+            for &contract_idx in by_address.get(&log.address).into_iter().flatten() {
+                let contract = &contracts[contract_idx];
+                if contract.next > log.block_number {
                     continue;
                 }
-                matched = true;
-                match decoder.decode(&log.topics, &log.data) {
+                for &table in &contract.tables {
+                    let decoder = &decoders[table];
+                    if !decoder.matches(&log.topics) {
+                        continue;
+                    }
+                    matched = true;
+                    match decoder.decode(&log.topics, &log.data) {
                     Ok(values) => batch.typed.push(TypedRow { table, log: log_idx, values }),
                     Err(err) if strict => {
                         return Err(Error::NodeData(format!(
@@ -553,19 +742,20 @@ fn build_batch(
                         tracing::warn!(block = log.block_number, log_index = log.log_index, contract = %contract.name, cause = %err, "kept raw only");
                     }
                 }
+                }
+            }
+            if matched {
+                batch.logs.push(log);
             }
         }
-        if matched {
-            batch.logs.push(log);
-        }
+        batch.checkpoints = contracts
+            .iter()
+            .filter(|c| c.next <= last)
+            .map(|c| Checkpoint {
+                contract: c.name.clone(),
+                block: last,
+            })
+            .collect();
+        Ok(batch)
     }
-    batch.checkpoints = contracts
-        .iter()
-        .filter(|c| c.next <= last)
-        .map(|c| Checkpoint {
-            contract: c.name.clone(),
-            block: last,
-        })
-        .collect();
-    Ok(batch)
 }

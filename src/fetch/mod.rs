@@ -199,7 +199,7 @@ pub async fn run(
 
 /// Fetches one block whose logs exceed the node's cap by narrowing the filter: halves of the address set,
 /// then halves of the topic0 set, merged back into log order.
-async fn fetch_block_by_filters(
+pub(crate) async fn fetch_block_by_filters(
     client: &Client,
     gate: &Gate,
     block: BlockNumber,

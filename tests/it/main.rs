@@ -1,1 +1,4 @@
-//! Integration tests.
+//! Integration tests: one binary, a module per feature (linked once on a 2-core CI).
+
+mod support;
+mod sync;

@@ -1,0 +1,312 @@
+//! `logslice bench`: measures the indexer against the simulated node, in one run, as ratios that survive a
+//! noisy shared machine: end-to-end against a fetch-only and a store-only ceiling, requests per 10,000 logs
+//! against the fewest the result cap allows, a run with failing requests, and a naive baseline.
+//!
+//! Timings live here and in `docs/BENCHMARKS.md`, never in pass/fail tests.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{self, Config};
+use crate::devnode::{contracts, DevNode, DevNodeConfig, GroundTruth};
+use crate::fetch::Fetched;
+use crate::pipeline::{self, SyncReport, Target};
+use crate::primitives::{BlockRange, Log};
+
+/// `logslice bench` arguments.
+#[derive(Debug, Clone, clap::Args)]
+pub struct BenchArgs {
+    /// Blocks of the simulated chain.
+    #[arg(long, default_value_t = 200_000)]
+    pub blocks: u64,
+    /// Seed of the simulated chain.
+    #[arg(long, default_value_t = 7)]
+    pub seed: u64,
+    /// Log density multiplier of the simulated chain.
+    #[arg(long, default_value_t = 1.0)]
+    pub density: f64,
+    /// Benchmark a running node at this URL instead (end-to-end and fetch-only only).
+    #[arg(long)]
+    pub url: Option<String>,
+    /// Database URL (default: fresh SQLite files in a temp dir). For Postgres each phase gets its own schema.
+    #[arg(long)]
+    pub database: Option<String>,
+    /// Requests in flight.
+    #[arg(long, default_value_t = 8)]
+    pub max_concurrency: usize,
+    /// Also sync with this fraction of requests failing (half 429, half 5xx), e.g. 0.05.
+    #[arg(long)]
+    pub fault_rate: Option<f64>,
+    /// Also run a naive fixed-range sequential fetcher on the same chain.
+    #[arg(long)]
+    pub baseline: bool,
+    /// Block span of the naive baseline's requests.
+    #[arg(long, default_value_t = 2000)]
+    pub baseline_range: u64,
+}
+
+/// Why a benchmark failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A phase failed.
+    #[error("{phase}: {source}")]
+    Phase {
+        /// Which.
+        phase: &'static str,
+        /// Why.
+        #[source]
+        source: pipeline::Error,
+    },
+    /// Setting up failed.
+    #[error("{0}")]
+    Setup(String),
+}
+
+/// One measured phase.
+#[derive(Debug, Clone)]
+pub struct Phase {
+    /// Name.
+    pub name: &'static str,
+    /// What it did.
+    pub report: SyncReport,
+    /// Blocks covered.
+    pub blocks: u64,
+    /// Peak resident set during the phase, in bytes (0 when unknown).
+    pub peak_rss: u64,
+}
+
+impl Phase {
+    fn logs_per_s(&self) -> f64 {
+        self.report.logs as f64 / self.report.elapsed.as_secs_f64().max(1e-9)
+    }
+}
+
+/// Runs the benchmark and returns the printed report.
+///
+/// # Errors
+/// [`Error`] when a phase fails.
+pub async fn run(args: &BenchArgs) -> Result<String, Error> {
+    let dir = tempfile::tempdir().map_err(|e| Error::Setup(format!("temp dir: {e}")))?;
+    write_abis(dir.path())?;
+    let mut node_config = DevNodeConfig { seed: args.seed, ..DevNodeConfig::default() };
+    node_config.chain.blocks = args.blocks;
+    node_config.chain.density = args.density;
+    let (node, url) = match &args.url {
+        Some(url) => (None, url.clone()),
+        None => {
+            let node = DevNode::start(node_config.clone()).await.map_err(|e| Error::Setup(format!("devnode: {e}")))?;
+            let url = node.http_url();
+            (Some(node), url)
+        }
+    };
+    let truth = node.as_ref().map(DevNode::truth);
+    let head_blocks = truth.as_ref().map_or(args.blocks, |t| t.head() + 1);
+    let mut phases = Vec::new();
+    let mut phase_no = 0;
+    let mut config_for = |name: &str, url: &str| {
+        phase_no += 1;
+        load_config(dir.path(), url, args, name, phase_no)
+    };
+
+    let e2e_config = config_for("e2e", &url)?;
+    phases.push(measure("end-to-end", head_blocks, pipeline::sync(&e2e_config, Target::Latest, CancellationToken::new())).await?);
+    let fetch_config = config_for("fetch", &url)?;
+    phases.push(measure("fetch-only", head_blocks, pipeline::fetch_only(&fetch_config, Target::Latest)).await?);
+    if let Some(truth) = &truth {
+        let store_config = config_for("store", &url)?;
+        let head = truth.head();
+        phases.push(measure("store-only", head_blocks, pipeline::store_only(&store_config, truth_chunks(truth.clone(), head))).await?);
+    }
+    if let (Some(rate), None) = (args.fault_rate, &args.url) {
+        let mut faulty = node_config.clone();
+        faulty.faults.http_429 = rate / 2.0;
+        faulty.faults.http_5xx = rate / 2.0;
+        faulty.faults.retry_after_secs = 0;
+        let faulty_node = DevNode::start(faulty).await.map_err(|e| Error::Setup(format!("devnode: {e}")))?;
+        let fault_config = config_for("faults", &faulty_node.http_url())?;
+        phases.push(measure("faults", head_blocks, pipeline::sync(&fault_config, Target::Latest, CancellationToken::new())).await?);
+        faulty_node.shutdown().await;
+    }
+    if args.baseline {
+        let baseline_config = config_for("baseline", &url)?;
+        phases.push(measure("naive", head_blocks, pipeline::naive_sync(&baseline_config, Target::Latest, args.baseline_range.max(1))).await?);
+    }
+    let lower_bound = truth.as_ref().map(|t| fewest_requests(t, e2e_config.sync.max_block_range));
+    if let Some(node) = node {
+        node.shutdown().await;
+    }
+    Ok(render(args, &phases, lower_bound, head_blocks))
+}
+
+async fn measure(
+    name: &'static str,
+    blocks: u64,
+    work: impl std::future::Future<Output = Result<SyncReport, pipeline::Error>>,
+) -> Result<Phase, Error> {
+    reset_peak_rss();
+    tracing::info!(phase = name, "bench phase starting");
+    let report = work.await.map_err(|source| Error::Phase { phase: name, source })?;
+    Ok(Phase { name, report, blocks, peak_rss: peak_rss() })
+}
+
+fn write_abis(dir: &Path) -> Result<(), Error> {
+    let abis = dir.join("abis");
+    std::fs::create_dir_all(&abis).map_err(|e| Error::Setup(format!("{}: {e}", abis.display())))?;
+    for (file, text) in [
+        ("erc20.json", contracts::ERC20_ABI_JSON),
+        ("uniswap_v2_pair.json", contracts::UNISWAP_V2_PAIR_ABI_JSON),
+        ("misc.json", contracts::MISC_ABI_JSON),
+    ] {
+        std::fs::write(abis.join(file), text).map_err(|e| Error::Setup(format!("{file}: {e}")))?;
+    }
+    Ok(())
+}
+
+/// A config indexing every simulated contract and event, with a fresh database for `phase`.
+fn load_config(dir: &Path, url: &str, args: &BenchArgs, phase: &str, phase_no: usize) -> Result<Config, Error> {
+    let database = match args.database.as_deref() {
+        None => format!("url = \"sqlite://{}\"", dir.join(format!("{phase}.db")).display()),
+        Some(url) if url.starts_with("sqlite:") => format!("url = \"{url}.{phase}\""),
+        Some(url) => format!("url = \"{url}\"\nschema = \"bench_{}_{phase_no}_{phase}\"", std::process::id()),
+    };
+    let text = format!(
+        "[node]\nurl = \"{url}\"\nrequests_per_second = 100000\nmax_concurrency = {}\ninitial_backoff = \"10ms\"\nmax_backoff = \"500ms\"\n\n\
+         [database]\n{database}\n\n[sync]\n\n\
+         [[contracts]]\nname = \"token_a\"\naddress = \"{:#x}\"\nabi = \"abis/erc20.json\"\n\n\
+         [[contracts]]\nname = \"token_b\"\naddress = \"{:#x}\"\nabi = \"abis/erc20.json\"\n\n\
+         [[contracts]]\nname = \"pair\"\naddress = \"{:#x}\"\nabi = \"abis/uniswap_v2_pair.json\"\n\n\
+         [[contracts]]\nname = \"misc\"\naddress = \"{:#x}\"\nabi = \"abis/misc.json\"\n",
+        args.max_concurrency,
+        contracts::TOKEN_A,
+        contracts::TOKEN_B,
+        contracts::PAIR,
+        contracts::MISC,
+    );
+    let path: PathBuf = dir.join(format!("{phase}.toml"));
+    config::load_str(&path, &text, &|k| std::env::var(k).ok()).map_err(|e| Error::Setup(e.to_string()))
+}
+
+/// The ground truth in 2,000-block chunks, as the fetcher would deliver it.
+fn truth_chunks(truth: GroundTruth, head: u64) -> impl Iterator<Item = Fetched> {
+    (0..=head / 2000).map(move |i| {
+        let range = BlockRange::new(i * 2000, (i * 2000 + 1999).min(head)).expect("start <= end");
+        let logs = truth
+            .logs(range.start(), range.end())
+            .into_iter()
+            .map(|l| Log {
+                block_number: l.block_number,
+                block_hash: l.block_hash,
+                transaction_hash: l.transaction_hash,
+                transaction_index: l.transaction_index,
+                log_index: l.log_index,
+                address: l.address,
+                topics: l.topics,
+                data: l.data,
+                removed: false,
+            })
+            .collect();
+        Fetched { range, logs }
+    })
+}
+
+/// The fewest `eth_getLogs` requests that can cover the chain: contiguous ranges of at most 10,000 logs and
+/// `max_span` blocks (greedy is optimal for this partition), and `ceil(n / 10,000)` requests for a block
+/// with `n` over the cap.
+pub fn fewest_requests(truth: &GroundTruth, max_span: u64) -> u64 {
+    const CAP: u64 = 10_000;
+    let mut requests = 0;
+    let (mut in_range_logs, mut in_range_blocks) = (0u64, 0u64);
+    for block in 0..=truth.head() {
+        let n = truth.log_count(block) as u64;
+        if n > CAP {
+            if in_range_blocks > 0 {
+                requests += 1;
+            }
+            requests += n.div_ceil(CAP);
+            (in_range_logs, in_range_blocks) = (0, 0);
+            continue;
+        }
+        if in_range_blocks > 0 && (in_range_logs + n > CAP || in_range_blocks + 1 > max_span) {
+            requests += 1;
+            (in_range_logs, in_range_blocks) = (0, 0);
+        }
+        in_range_logs += n;
+        in_range_blocks += 1;
+    }
+    requests + u64::from(in_range_blocks > 0)
+}
+
+/// Linux: writing 5 to `clear_refs` resets the peak RSS (`VmHWM`) of the process.
+fn reset_peak_rss() {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+}
+
+fn peak_rss() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(0, |kb| kb * 1024)
+}
+
+fn render(args: &BenchArgs, phases: &[Phase], lower_bound: Option<u64>, blocks: u64) -> String {
+    let mut out = String::new();
+    let logs = phases.first().map_or(0, |p| p.report.logs);
+    let _ = writeln!(
+        out,
+        "logslice bench: {blocks} blocks, {logs} logs (seed {}, density {}), max_concurrency {}, database {}",
+        args.seed,
+        args.density,
+        args.max_concurrency,
+        args.database.as_deref().map_or("sqlite (temp)".into(), redact_db),
+    );
+    let _ = writeln!(out, "{:<11} {:>10} {:>10} {:>8} {:>9} {:>9} {:>7} {:>7} {:>9}", "phase", "logs/s", "blocks/s", "secs", "requests", "req/10k", "errors", "splits", "peak RSS");
+    for p in phases {
+        let secs = p.report.elapsed.as_secs_f64().max(1e-9);
+        let per_10k = if p.report.logs > 0 { p.report.requests as f64 * 10_000.0 / p.report.logs as f64 } else { 0.0 };
+        let _ = writeln!(
+            out,
+            "{:<11} {:>10.0} {:>10.0} {:>8.2} {:>9} {:>9.2} {:>7} {:>7} {:>6.1} MB",
+            p.name,
+            p.logs_per_s(),
+            p.blocks as f64 / secs,
+            secs,
+            p.report.requests,
+            per_10k,
+            p.report.errors,
+            p.report.splits,
+            p.peak_rss as f64 / 1e6
+        );
+    }
+    let find = |name: &str| phases.iter().find(|p| p.name == name);
+    if let (Some(bound), Some(e2e)) = (lower_bound, find("end-to-end")) {
+        let bound_per_10k = bound as f64 * 10_000.0 / e2e.report.logs.max(1) as f64;
+        let _ = writeln!(
+            out,
+            "lower bound: {bound} requests ({bound_per_10k:.2} per 10k logs); end-to-end used {} ({:.2}x the bound)",
+            e2e.report.requests,
+            e2e.report.requests as f64 / bound.max(1) as f64
+        );
+    }
+    if let Some(e2e) = find("end-to-end") {
+        let ceiling = [find("fetch-only"), find("store-only")].into_iter().flatten().map(Phase::logs_per_s).fold(f64::INFINITY, f64::min);
+        if ceiling.is_finite() {
+            let _ = writeln!(out, "end-to-end / min(fetch-only, store-only) = {:.2}", e2e.logs_per_s() / ceiling);
+        }
+        if let Some(faults) = find("faults") {
+            let _ = writeln!(out, "with {:.0}% failing requests / clean = {:.2}", args.fault_rate.unwrap_or(0.0) * 100.0, faults.logs_per_s() / e2e.logs_per_s());
+        }
+        if let Some(naive) = find("naive") {
+            let speedup = naive.report.elapsed.as_secs_f64() / e2e.report.elapsed.as_secs_f64().max(1e-9);
+            let _ = writeln!(out, "end-to-end / naive baseline ({}-block ranges, sequential) = {speedup:.1}x", args.baseline_range);
+        }
+    }
+    out
+}
+
+fn redact_db(url: &str) -> String {
+    url::Url::parse(url).map(|u| config::SecretUrl::new(u).to_string()).unwrap_or_else(|_| "(unparseable URL)".into())
+}

@@ -1,0 +1,441 @@
+//! Shared test harness: a devnode on an ephemeral port, a config file in a temp dir, a sync run, and the
+//! comparison of a SQLite database with the node's ground truth, log by log and value by value.
+//!
+//! The expected column values are computed here from the values the node *encoded* (`TruthLog::values`),
+//! independently of `logslice::decode`, so a decoding bug cannot hide on both sides.
+
+use std::path::{Path, PathBuf};
+
+use alloy_dyn_abi::DynSolValue;
+use alloy_json_abi::{Event, JsonAbi};
+use alloy_primitives::{hex, Address, B256};
+use logslice::devnode::{contracts, DevNode, DevNodeConfig, GroundTruth, TruthLog};
+use logslice::pipeline::{self, SyncReport, Target};
+use sqlx::sqlite::SqliteConnectOptions;
+use sqlx::{ConnectOptions, Connection, Row};
+use tokio_util::sync::CancellationToken;
+
+/// The key every test devnode accepts.
+pub const KEY: &str = "test-key";
+
+/// A devnode config with a small chain (`blocks` blocks) and no faults.
+pub fn node_config(blocks: u64) -> DevNodeConfig {
+    let mut config = DevNodeConfig {
+        key: KEY.into(),
+        ..DevNodeConfig::default()
+    };
+    config.chain.blocks = blocks;
+    config
+}
+
+/// A configured contract as the tests know it.
+#[derive(Debug, Clone)]
+pub struct Contract {
+    /// `name` in config.toml.
+    pub name: &'static str,
+    /// Its address.
+    pub address: Address,
+    /// ABI file under `abis/`.
+    pub abi: &'static str,
+    /// Selected events (empty = all).
+    pub events: &'static [&'static str],
+    /// `start_block`.
+    pub start_block: u64,
+}
+
+/// The example config's contracts.
+pub fn all_contracts() -> Vec<Contract> {
+    vec![
+        Contract {
+            name: "token_a",
+            address: contracts::TOKEN_A,
+            abi: "erc20.json",
+            events: &[],
+            start_block: 0,
+        },
+        Contract {
+            name: "token_b",
+            address: contracts::TOKEN_B,
+            abi: "erc20.json",
+            events: &["Transfer"],
+            start_block: 0,
+        },
+        Contract {
+            name: "pair",
+            address: contracts::PAIR,
+            abi: "uniswap_v2_pair.json",
+            events: &[],
+            start_block: 0,
+        },
+        Contract {
+            name: "misc",
+            address: contracts::MISC,
+            abi: "misc.json",
+            events: &[],
+            start_block: 0,
+        },
+    ]
+}
+
+fn abi_path(file: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("abis")
+        .join(file)
+}
+
+/// A test's working directory: config and database.
+pub struct Workdir {
+    /// Kept alive for the test.
+    pub dir: tempfile::TempDir,
+}
+
+impl Workdir {
+    /// A fresh temp dir.
+    pub fn new() -> Self {
+        Self {
+            dir: tempfile::tempdir().expect("temp dir"),
+        }
+    }
+
+    /// `<dir>/logslice.db`.
+    pub fn db(&self) -> PathBuf {
+        self.dir.path().join("logslice.db")
+    }
+
+    /// Writes `config.toml` for `url` and `contracts`; `node_extra` and `sync_extra` are added TOML lines.
+    pub fn write_config(
+        &self,
+        url: &str,
+        contracts: &[Contract],
+        node_extra: &str,
+        sync_extra: &str,
+    ) -> PathBuf {
+        let mut text = format!(
+            "[node]\nurl = \"{url}\"\nrequests_per_second = 10000\nmax_retries = 12\ninitial_backoff = \"5ms\"\nmax_backoff = \"50ms\"\nrequest_timeout = \"5s\"\n{node_extra}\n\
+             [database]\nurl = \"sqlite://{}\"\n\n[sync]\ninitial_block_range = 500\n{sync_extra}\n",
+            self.db().display()
+        );
+        for c in contracts {
+            text.push_str(&format!(
+                "\n[[contracts]]\nname = \"{}\"\naddress = \"{:#x}\"\nabi = \"{}\"\nstart_block = {}\n",
+                c.name,
+                c.address,
+                abi_path(c.abi).display(),
+                c.start_block
+            ));
+            if !c.events.is_empty() {
+                let names: Vec<String> = c.events.iter().map(|e| format!("\"{e}\"")).collect();
+                text.push_str(&format!("events = [{}]\n", names.join(", ")));
+            }
+        }
+        let path = self.dir.path().join("config.toml");
+        std::fs::write(&path, text).expect("write config");
+        path
+    }
+}
+
+/// Loads a config file and syncs it to `target` in-process.
+pub async fn sync(config: &Path, target: Target) -> Result<SyncReport, pipeline::Error> {
+    let config =
+        logslice::config::load(config).unwrap_or_else(|e| panic!("test config invalid: {e}"));
+    pipeline::sync(&config, target, CancellationToken::new()).await
+}
+
+/// Starts a devnode.
+pub async fn start(config: DevNodeConfig) -> DevNode {
+    DevNode::start(config).await.expect("devnode starts")
+}
+
+/// The events of an ABI file by name.
+fn events_of(file: &str) -> Vec<Event> {
+    let text = std::fs::read_to_string(abi_path(file)).expect("abi file");
+    let abi: JsonAbi = serde_json::from_str(&text).expect("abi parses");
+    abi.events().cloned().collect()
+}
+
+/// What the database must hold: the truth logs of configured contracts and events from their start blocks.
+pub fn expected_logs(
+    truth: &GroundTruth,
+    contracts: &[Contract],
+    to: u64,
+) -> Vec<(TruthLog, Vec<&'static str>)> {
+    let mut out = Vec::new();
+    for log in truth.logs(0, to) {
+        let mut tables = Vec::new();
+        for c in contracts
+            .iter()
+            .filter(|c| c.address == log.address && c.start_block <= log.block_number)
+        {
+            if c.events.is_empty() || c.events.contains(&log.event) {
+                tables.push(c.name);
+            }
+        }
+        if !tables.is_empty() {
+            out.push((log, tables));
+        }
+    }
+    out
+}
+
+fn hx(bytes: impl AsRef<[u8]>) -> String {
+    hex::encode_prefixed(bytes)
+}
+
+fn text_literal(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "''"))
+}
+
+/// Asserts the SQLite database at `db` holds exactly the ground truth up to `to`: every raw row, and every
+/// typed row with every decoded value. Returns the number of raw logs compared.
+pub async fn assert_db_matches_truth(
+    db: &Path,
+    truth: &GroundTruth,
+    contracts: &[Contract],
+    to: u64,
+) -> usize {
+    let mut conn = SqliteConnectOptions::new()
+        .filename(db)
+        .read_only(true)
+        .connect()
+        .await
+        .expect("open db");
+    let expected = expected_logs(truth, contracts, to);
+
+    // Raw rows.
+    let rows = sqlx::query(
+        "SELECT block_number, block_hash, transaction_hash, transaction_index, log_index, address, \
+         coalesce(topic0, ''), coalesce(topic1, ''), coalesce(topic2, ''), coalesce(topic3, ''), data \
+         FROM logs ORDER BY block_number, log_index",
+    )
+    .fetch_all(&mut conn)
+    .await
+    .expect("read logs");
+    assert_eq!(
+        rows.len(),
+        expected.len(),
+        "raw log count differs from the ground truth"
+    );
+    for (row, (log, _)) in rows.iter().zip(&expected) {
+        let topic = |i: usize| log.topics.get(i).map(hx).unwrap_or_default();
+        let actual: (
+            i64,
+            String,
+            String,
+            i64,
+            i64,
+            String,
+            String,
+            String,
+            String,
+            String,
+            String,
+        ) = (
+            row.get(0),
+            row.get(1),
+            row.get(2),
+            row.get(3),
+            row.get(4),
+            row.get(5),
+            row.get(6),
+            row.get(7),
+            row.get(8),
+            row.get(9),
+            row.get(10),
+        );
+        let wanted = (
+            log.block_number as i64,
+            hx(log.block_hash),
+            hx(log.transaction_hash),
+            log.transaction_index as i64,
+            log.log_index as i64,
+            hx(log.address),
+            topic(0),
+            topic(1),
+            topic(2),
+            topic(3),
+            hx(&log.data),
+        );
+        assert_eq!(
+            actual, wanted,
+            "raw row differs at block {} log {}",
+            log.block_number, log.log_index
+        );
+    }
+
+    // Typed rows, table by table.
+    for c in contracts {
+        for event in events_of(c.abi) {
+            if !(c.events.is_empty() || c.events.contains(&event.name.as_str())) {
+                continue;
+            }
+            let table = format!("{}_{}", c.name, snake(&event.name));
+            let columns: Vec<String> =
+                sqlx::query_scalar(&format!("SELECT name FROM pragma_table_info('{table}')"))
+                    .fetch_all(&mut conn)
+                    .await
+                    .expect("table info");
+            assert_eq!(
+                columns.len(),
+                5 + event.inputs.len(),
+                "table {table} has one column per parameter"
+            );
+            let select: Vec<String> = columns.iter().map(|c| format!("quote(\"{c}\")")).collect();
+            let rows: Vec<Vec<String>> = sqlx::query(&format!(
+                "SELECT {} FROM \"{table}\" ORDER BY block_number, log_index",
+                select.join(", ")
+            ))
+            .fetch_all(&mut conn)
+            .await
+            .expect("read typed rows")
+            .iter()
+            .map(|row| {
+                (0..columns.len())
+                    .map(|i| row.get::<String, _>(i))
+                    .collect()
+            })
+            .collect();
+            let wanted: Vec<&TruthLog> = expected
+                .iter()
+                .filter(|(log, tables)| tables.contains(&c.name) && log.event == event.name)
+                .map(|(log, _)| log)
+                .collect();
+            assert_eq!(rows.len(), wanted.len(), "row count of {table}");
+            for (row, log) in rows.iter().zip(wanted) {
+                let fixed = vec![
+                    log.block_number.to_string(),
+                    text_literal(&hx(log.block_hash)),
+                    text_literal(&hx(log.transaction_hash)),
+                    log.log_index.to_string(),
+                    text_literal(&hx(log.address)),
+                ];
+                assert_eq!(
+                    row[..5],
+                    fixed[..],
+                    "fixed columns of {table} at block {} log {}",
+                    log.block_number,
+                    log.log_index
+                );
+                let mut topic_idx = usize::from(!event.anonymous);
+                for (i, (param, value)) in event.inputs.iter().zip(&log.values).enumerate() {
+                    let topic = if param.indexed {
+                        topic_idx += 1;
+                        Some(log.topics[topic_idx - 1])
+                    } else {
+                        None
+                    };
+                    check_value(
+                        &row[5 + i],
+                        value,
+                        topic,
+                        &format!(
+                            "{table}.{} at block {} log {}",
+                            columns[5 + i],
+                            log.block_number,
+                            log.log_index
+                        ),
+                    );
+                }
+            }
+        }
+    }
+    expected.len()
+}
+
+fn snake(name: &str) -> String {
+    let mut out = String::new();
+    for (i, ch) in name.chars().enumerate() {
+        if ch.is_ascii_uppercase() && i > 0 {
+            out.push('_');
+        }
+        out.push(ch.to_ascii_lowercase());
+    }
+    out
+}
+
+/// Compares one `quote()`d SQLite value with the value the node encoded.
+fn check_value(actual: &str, value: &DynSolValue, topic: Option<B256>, what: &str) {
+    let dynamic = matches!(
+        value,
+        DynSolValue::String(_)
+            | DynSolValue::Bytes(_)
+            | DynSolValue::Array(_)
+            | DynSolValue::Tuple(_)
+    ) || matches!(value, DynSolValue::FixedArray(_));
+    if let (Some(topic), true) = (topic, dynamic) {
+        // An indexed dynamic value is stored as its topic hash.
+        assert_eq!(actual, text_literal(&hx(topic)), "{what}");
+        return;
+    }
+    let wanted = match value {
+        DynSolValue::Uint(u, bits) if *bits <= 56 => u.to_string(),
+        DynSolValue::Uint(u, _) => text_literal(&u.to_string()),
+        DynSolValue::Int(i, bits) if *bits <= 64 => i.to_string(),
+        DynSolValue::Int(i, _) => text_literal(&i.to_string()),
+        DynSolValue::Address(a) => text_literal(&hx(a)),
+        DynSolValue::FixedBytes(w, size) => text_literal(&hx(&w[..*size])),
+        DynSolValue::Bool(b) => if *b { "1" } else { "0" }.to_string(),
+        DynSolValue::Bytes(b) => format!("X'{}'", hex::encode_upper(b)),
+        DynSolValue::String(s) => text_literal(s),
+        DynSolValue::Array(_) | DynSolValue::FixedArray(_) | DynSolValue::Tuple(_) => {
+            let inner = actual
+                .strip_prefix('\'')
+                .and_then(|s| s.strip_suffix('\''))
+                .unwrap_or_else(|| panic!("{what}: JSON column holds {actual}"));
+            let parsed: serde_json::Value = serde_json::from_str(&inner.replace("''", "'"))
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
+            assert_eq!(parsed, json_of(value), "{what}");
+            return;
+        }
+        other => panic!("{what}: the devnode encodes no {other:?}"),
+    };
+    assert_eq!(actual, wanted, "{what}");
+}
+
+/// The JSON form `interface.md` asks of arrays and tuples: integers as decimal strings, bytes as hex.
+fn json_of(value: &DynSolValue) -> serde_json::Value {
+    use serde_json::Value;
+    match value {
+        DynSolValue::Uint(u, _) => Value::String(u.to_string()),
+        DynSolValue::Int(i, _) => Value::String(i.to_string()),
+        DynSolValue::Address(a) => Value::String(hx(a)),
+        DynSolValue::FixedBytes(w, size) => Value::String(hx(&w[..*size])),
+        DynSolValue::Bool(b) => Value::Bool(*b),
+        DynSolValue::Bytes(b) => Value::String(hx(b)),
+        DynSolValue::String(s) => Value::String(s.clone()),
+        DynSolValue::Array(items) | DynSolValue::FixedArray(items) | DynSolValue::Tuple(items) => {
+            Value::Array(items.iter().map(json_of).collect())
+        }
+        other => panic!("the devnode encodes no {other:?}"),
+    }
+}
+
+/// Counts rows of a table.
+pub async fn count(db: &Path, table: &str) -> i64 {
+    let mut conn = SqliteConnectOptions::new()
+        .filename(db)
+        .read_only(true)
+        .connect()
+        .await
+        .expect("open db");
+    let n = sqlx::query_scalar(&format!("SELECT count(*) FROM \"{table}\""))
+        .fetch_one(&mut conn)
+        .await
+        .expect("count");
+    conn.close().await.ok();
+    n
+}
+
+/// A contract's checkpoint.
+pub async fn checkpoint(db: &Path, contract: &str) -> Option<i64> {
+    let mut conn = SqliteConnectOptions::new()
+        .filename(db)
+        .read_only(true)
+        .connect()
+        .await
+        .expect("open db");
+    sqlx::query_scalar("SELECT block_number FROM checkpoints WHERE contract = ?")
+        .bind(contract)
+        .fetch_optional(&mut conn)
+        .await
+        .expect("checkpoint")
+}

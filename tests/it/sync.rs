@@ -1,0 +1,315 @@
+//! `logslice sync` end to end against the simulated node over real sockets: the database must equal the
+//! node's ground truth, log by log and value by value, whatever the node does.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use logslice::devnode::TooManyStyle;
+use logslice::pipeline::Target;
+
+use crate::support::{self, all_contracts, assert_db_matches_truth, node_config, Workdir, KEY};
+
+/// The whole example configuration over a chain that holds a block with more than 10,000 logs, synced to a
+/// block number: every raw and typed row equals the ground truth.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sync_to_a_block_matches_the_ground_truth_log_by_log() {
+    let node = support::start(node_config(60_000)).await;
+    let truth = node.truth();
+    let huge = truth.next_huge_block(0);
+    assert!(
+        huge < 60_000 && truth.log_count(huge) > 10_000,
+        "the chain holds a block over the cap"
+    );
+    let work = Workdir::new();
+    let config = work.write_config(&node.http_url(), &all_contracts(), "", "");
+    let report = support::sync(&config, Target::Number(59_000))
+        .await
+        .expect("sync succeeds");
+    assert_eq!(report.target, 59_000);
+    let n = assert_db_matches_truth(&work.db(), &truth, &all_contracts(), 59_000).await;
+    assert!(n > 10_000, "compared {n} logs");
+    for contract in all_contracts() {
+        assert_eq!(
+            support::checkpoint(&work.db(), contract.name).await,
+            Some(59_000)
+        );
+    }
+}
+
+/// A second run resumes from the checkpoint, fetches only the new blocks and duplicates nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sync_resumes_from_the_checkpoint_without_refetching() {
+    let node = support::start(node_config(20_000)).await;
+    let truth = node.truth();
+    let work = Workdir::new();
+    let config = work.write_config(&node.http_url(), &all_contracts(), "", "");
+    support::sync(&config, Target::Number(8_000))
+        .await
+        .expect("first sync");
+    let served_before = node.stats().logs_served;
+    support::sync(&config, Target::Latest)
+        .await
+        .expect("second sync");
+    let served = node.stats().logs_served - served_before;
+    let head = truth.head();
+    let new_logs = support::expected_logs(&truth, &all_contracts(), head)
+        .iter()
+        .filter(|(l, _)| l.block_number > 8_000)
+        .count() as u64;
+    // Every log served in the second run is a log above the first run's target, and each one only once.
+    assert!(
+        served <= new_logs + 0,
+        "second run fetched {served} logs for {new_logs} new ones"
+    );
+    assert_db_matches_truth(&work.db(), &truth, &all_contracts(), head).await;
+    // A third run has nothing to do and changes nothing.
+    let report = support::sync(&config, Target::Latest)
+        .await
+        .expect("third sync");
+    assert_eq!(report.logs, 0);
+    assert_db_matches_truth(&work.db(), &truth, &all_contracts(), head).await;
+}
+
+/// A contract added to the config later is backfilled from its own start; the others are not refetched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_contract_added_later_is_backfilled_without_refetching_the_others() {
+    let node = support::start(node_config(20_000)).await;
+    let truth = node.truth();
+    let work = Workdir::new();
+    let mut contracts = all_contracts();
+    let added = contracts.pop().expect("four contracts");
+    let config = work.write_config(&node.http_url(), &contracts, "", "");
+    support::sync(&config, Target::Number(15_000))
+        .await
+        .expect("first sync");
+    let served_before = node.stats().logs_served;
+    contracts.push(added.clone());
+    let config = work.write_config(&node.http_url(), &contracts, "", "");
+    support::sync(&config, Target::Number(15_000))
+        .await
+        .expect("second sync");
+    let served = node.stats().logs_served - served_before;
+    let added_logs =
+        support::expected_logs(&truth, std::slice::from_ref(&added), 15_000).len() as u64;
+    assert_eq!(
+        served, added_logs,
+        "only the added contract's logs were fetched"
+    );
+    assert_db_matches_truth(&work.db(), &truth, &contracts, 15_000).await;
+}
+
+/// Over WebSocket the result is the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sync_over_websocket_matches_the_ground_truth() {
+    let node = support::start(node_config(20_000)).await;
+    let work = Workdir::new();
+    let config = work.write_config(&node.ws_url(), &all_contracts(), "transport = \"ws\"", "");
+    support::sync(&config, Target::Number(19_000))
+        .await
+        .expect("sync over ws");
+    assert_db_matches_truth(&work.db(), &node.truth(), &all_contracts(), 19_000).await;
+}
+
+/// Each provider's wording of "too many results" (with and without a suggested range) ends in the same
+/// exact database.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_provider_wording_of_too_many_results_ends_in_the_ground_truth() {
+    for style in [
+        TooManyStyle::Plain,
+        TooManyStyle::Infura,
+        TooManyStyle::Alchemy,
+        TooManyStyle::Reth,
+        TooManyStyle::RethServerError,
+    ] {
+        let mut config = node_config(12_000);
+        config.limits.too_many_style = style;
+        // A low cap makes every style answer often.
+        config.limits.max_results = 2_000;
+        let node = support::start(config).await;
+        let work = Workdir::new();
+        let path = work.write_config(
+            &node.http_url(),
+            &all_contracts()[..3],
+            "",
+            "initial_block_range = 5000",
+        );
+        support::sync(&path, Target::Number(11_000))
+            .await
+            .unwrap_or_else(|e| panic!("{style:?}: {e}"));
+        let stats = node.stats();
+        assert!(
+            stats.methods["eth_getLogs"].errors.values().sum::<u64>() > 0,
+            "{style:?}: the cap was hit"
+        );
+        assert_db_matches_truth(&work.db(), &node.truth(), &all_contracts()[..3], 11_000).await;
+    }
+}
+
+/// 429s with Retry-After, 5xx, dropped connections, -32603 and Infura's rate-limit wording under -32005,
+/// all at once: retried with backoff, never split into a gap, and the database is exact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sync_through_every_transient_fault_matches_the_ground_truth() {
+    let mut config = node_config(15_000);
+    config.faults.http_429 = 0.05;
+    config.faults.retry_after_secs = 0;
+    config.faults.http_5xx = 0.05;
+    config.faults.drop = 0.05;
+    config.faults.internal_error = 0.05;
+    config.faults.rate_limit_error = 0.05;
+    let node = support::start(config).await;
+    let work = Workdir::new();
+    let path = work.write_config(&node.http_url(), &all_contracts(), "", "");
+    let report = support::sync(&path, Target::Number(14_000))
+        .await
+        .expect("sync succeeds through faults");
+    assert!(report.retries > 0, "faults were met and retried");
+    let stats = node.stats();
+    assert!(
+        stats.dropped > 0 && stats.rate_limited > 0,
+        "{}",
+        stats.summary()
+    );
+    assert_db_matches_truth(&work.db(), &node.truth(), &all_contracts(), 14_000).await;
+}
+
+fn binary() -> std::process::Command {
+    std::process::Command::new(env!("CARGO_BIN_EXE_logslice"))
+}
+
+/// SIGKILL in the middle of a sync, then a rerun: nothing lost, nothing duplicated.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sync_killed_with_sigkill_resumes_with_nothing_lost_or_duplicated() {
+    let mut config = node_config(40_000);
+    // Slow answers keep the sync running long enough to be killed mid-way.
+    config.faults.latency = Duration::from_millis(20);
+    let node = support::start(config).await;
+    let work = Workdir::new();
+    let path = work.write_config(
+        &node.http_url(),
+        &all_contracts(),
+        "max_concurrency = 2",
+        "max_batch_logs = 500\ninitial_block_range = 200\nmax_block_range = 400",
+    );
+    let mut child = binary()
+        .args(["sync", "--to", "39000", "--config"])
+        .arg(&path)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn logslice");
+    // Wait (bounded) until it has fetched a good part of the chain, then kill it.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while node.stats().ok("eth_getLogs") < 40 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the child made no progress"
+        );
+        assert!(
+            child.try_wait().expect("wait").is_none(),
+            "the child finished before it could be killed"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    child.kill().expect("SIGKILL");
+    child.wait().expect("reap");
+    let checkpoint = support::checkpoint(&work.db(), "token_a")
+        .await
+        .unwrap_or(0);
+    assert!(
+        checkpoint < 39_000,
+        "killed before the end (checkpoint {checkpoint})"
+    );
+    support::sync(&path, Target::Number(39_000))
+        .await
+        .expect("resume");
+    assert_db_matches_truth(&work.db(), &node.truth(), &all_contracts(), 39_000).await;
+}
+
+/// A config with an unknown key exits 78 and names the file, the key and the nearest valid key.
+#[test]
+fn a_config_with_an_unknown_key_exits_78_naming_file_field_and_fix() {
+    let work = Workdir::new();
+    let path = work.write_config("sim://", &all_contracts(), "max_concurency = 4", "");
+    let out = binary()
+        .args(["sync", "--to", "10", "--config"])
+        .arg(&path)
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(78));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("config.toml")
+            && stderr.contains("max_concurency")
+            && stderr.contains("max_concurrency"),
+        "{stderr}"
+    );
+}
+
+/// An unreachable node exits 69 after the configured retries.
+#[test]
+fn an_unreachable_node_exits_69() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port();
+    let work = Workdir::new();
+    let url = format!("http://127.0.0.1:{port}/v3/SECRET-KEY-xyz123456789");
+    let path = work.write_config(&url, &all_contracts(), "", "");
+    std::fs::write(
+        &path,
+        std::fs::read_to_string(&path)
+            .unwrap()
+            .replace("max_retries = 12", "max_retries = 2"),
+    )
+    .unwrap();
+    let out = binary()
+        .args(["sync", "--to", "10", "--config"])
+        .arg(&path)
+        .output()
+        .expect("run");
+    assert_eq!(
+        out.status.code(),
+        Some(69),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        !all.contains("SECRET-KEY-xyz123456789"),
+        "the key leaked: {all}"
+    );
+}
+
+/// A rejected key exits 69, says the key was rejected, and never prints it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rejected_key_exits_69_without_printing_it() {
+    let node = support::start(node_config(100)).await;
+    let url = node.http_url().replace(KEY, "SECRET-KEY-xyz123456789");
+    let work = Workdir::new();
+    let path = work.write_config(&url, &all_contracts(), "", "");
+    let out = tokio::task::spawn_blocking(move || {
+        binary()
+            .args(["-v", "sync", "--to", "10", "--config"])
+            .arg(&path)
+            .output()
+            .expect("run")
+    })
+    .await
+    .expect("join");
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(69), "{all}");
+    assert!(all.contains("rejected the API key"), "{all}");
+    assert!(
+        !all.contains("SECRET-KEY-xyz123456789"),
+        "the key leaked: {all}"
+    );
+}
