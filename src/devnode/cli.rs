@@ -1,16 +1,253 @@
-//! Placeholder until the devnode lands.
+//! `logslice devnode`: the command-line face of the simulated node.
+//!
+//! Flags map one to one onto [`DevNodeConfig`] options (the same names as `sim://?name=value`, with dashes).
+//! `run` serves until the shutdown token fires, then prints what it served. Parsing `main`'s arguments and
+//! installing signal handlers is `main`'s job, not this module's.
 
-/// `logslice devnode` arguments.
-#[derive(Debug, clap::Args)]
-pub struct DevnodeArgs {}
+use std::net::SocketAddr;
+use std::time::Duration;
 
-/// Serves until cancelled.
+use tokio_util::sync::CancellationToken;
+
+use super::{DevNode, DevNodeConfig};
+
+/// Why `logslice devnode` could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A flag value was rejected.
+    #[error("devnode: {0}")]
+    Option(String),
+    /// The listen address could not be bound.
+    #[error("devnode: cannot listen on {addr} (is another devnode running? pick another --addr)")]
+    Bind {
+        /// The requested address.
+        addr: SocketAddr,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+fn duration(text: &str) -> Result<Duration, String> {
+    if text == "0" || text == "off" {
+        return Ok(Duration::ZERO);
+    }
+    humantime::parse_duration(text).map_err(|err| err.to_string())
+}
+
+fn probability(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(p) if (0.0..=1.0).contains(&p) => Ok(p),
+        _ => Err(format!("{text:?} is not a probability from 0 to 1")),
+    }
+}
+
+/// `logslice devnode` flags.
+#[derive(Debug, Clone, clap::Args)]
+pub struct DevnodeArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:8545")]
+    pub addr: SocketAddr,
+    /// Seed of the chain and of every fault decision.
+    #[arg(long, default_value_t = 7)]
+    pub seed: u64,
+    /// The API key accepted in /v3/<KEY> and /ws/v3/<KEY>.
+    #[arg(long, default_value = "demo")]
+    pub key: String,
+    /// Chain id answered by eth_chainId.
+    #[arg(long, default_value_t = super::DEFAULT_CHAIN_ID)]
+    pub chain_id: u64,
+    /// Initial head block number (the default chain has ~1,000,000 logs).
+    #[arg(long, default_value_t = super::DEFAULT_BLOCKS)]
+    pub blocks: u64,
+    /// Multiplies the log count of ordinary blocks (the >10,000-log blocks stay).
+    #[arg(long, default_value_t = 1.0)]
+    pub density: f64,
+    /// Produce a block this often ("0" or "off" = only the initial chain).
+    #[arg(long, default_value = "2s", value_parser = duration)]
+    pub block_time: Duration,
+    /// Distance from the head to the finalized block.
+    #[arg(long, default_value_t = super::DEFAULT_FINALIZED_DEPTH)]
+    pub finalized_depth: u64,
+    /// Reorg whenever the head reaches a multiple of N.
+    #[arg(long, value_name = "N")]
+    pub reorg_every: Option<u64>,
+    /// Depth of the scripted reorgs.
+    #[arg(long, default_value_t = super::config::DEFAULT_REORG_DEPTH)]
+    pub reorg_depth: u64,
+    /// Wording of the too-many-results error: plain, infura, alchemy, reth, reth-32000.
+    #[arg(long, default_value = "plain", value_parser = super::TooManyStyle::parse)]
+    pub too_many_style: super::TooManyStyle,
+    /// Most logs one eth_getLogs may return.
+    #[arg(long, default_value_t = super::DEFAULT_MAX_RESULTS)]
+    pub max_results: usize,
+    /// Modelled query time allowed before "query timeout exceeded".
+    #[arg(long, default_value = "10s", value_parser = duration)]
+    pub query_budget: Duration,
+    /// Modelled time per block scanned.
+    #[arg(long, default_value = "5us", value_parser = duration)]
+    pub block_cost: Duration,
+    /// Modelled time per log matched.
+    #[arg(long, default_value = "100us", value_parser = duration)]
+    pub log_cost: Duration,
+    /// Probability of HTTP 429 with Retry-After.
+    #[arg(long, default_value_t = 0.0, value_parser = probability)]
+    pub fault_429: f64,
+    /// Retry-After seconds of every 429.
+    #[arg(long, default_value_t = super::config::DEFAULT_RETRY_AFTER_SECS)]
+    pub retry_after: u64,
+    /// Probability of HTTP 500/502/503.
+    #[arg(long, default_value_t = 0.0, value_parser = probability)]
+    pub fault_5xx: f64,
+    /// Fixed latency added to every request.
+    #[arg(long, default_value = "0", value_parser = duration)]
+    pub latency: Duration,
+    /// Up to this much more latency per request.
+    #[arg(long, default_value = "0", value_parser = duration)]
+    pub jitter: Duration,
+    /// Probability of a connection dropped mid-response.
+    #[arg(long, default_value_t = 0.0, value_parser = probability)]
+    pub fault_drop: f64,
+    /// Probability (per call) of a -32603 internal error.
+    #[arg(long, default_value_t = 0.0, value_parser = probability)]
+    pub fault_internal: f64,
+    /// Probability (per call) of Infura's -32005 "project ID request rate exceeded".
+    #[arg(long, default_value_t = 0.0, value_parser = probability)]
+    pub fault_rate_limit: f64,
+    /// Probability of a request served by a lagging backend.
+    #[arg(long, default_value_t = 0.0, value_parser = probability)]
+    pub fault_lag: f64,
+    /// How many blocks a lagging backend is behind.
+    #[arg(long, default_value_t = super::config::DEFAULT_LAG_DEPTH)]
+    pub lag_depth: u64,
+    /// Probability (per eth_getLogs) that orphaned logs are served with removed: true.
+    #[arg(long, default_value_t = 0.0, value_parser = probability)]
+    pub fault_stale_replica: f64,
+    /// Requests per second above which requests get HTTP 429.
+    #[arg(long)]
+    pub max_rps: Option<u32>,
+}
+
+impl DevnodeArgs {
+    /// The node configuration these flags describe.
+    ///
+    /// # Errors
+    /// When a value is out of range.
+    pub fn to_config(&self) -> Result<DevNodeConfig, Error> {
+        if !(self.density >= 0.0 && self.density.is_finite()) {
+            return Err(Error::Option(format!(
+                "--density {} is not a non-negative factor",
+                self.density
+            )));
+        }
+        let mut cfg = DevNodeConfig {
+            addr: self.addr,
+            key: self.key.clone(),
+            seed: self.seed,
+            ..Default::default()
+        };
+        cfg.chain.chain_id = self.chain_id;
+        cfg.chain.blocks = self.blocks;
+        cfg.chain.density = self.density;
+        cfg.chain.block_time = (!self.block_time.is_zero()).then_some(self.block_time);
+        cfg.chain.finalized_depth = self.finalized_depth;
+        cfg.chain.reorg_every = self.reorg_every.filter(|every| *every > 0);
+        cfg.chain.reorg_depth = self.reorg_depth;
+        cfg.limits.too_many_style = self.too_many_style;
+        cfg.limits.max_results = self.max_results;
+        cfg.limits.query_budget = self.query_budget;
+        cfg.limits.block_cost = self.block_cost;
+        cfg.limits.log_cost = self.log_cost;
+        cfg.faults.http_429 = self.fault_429;
+        cfg.faults.retry_after_secs = self.retry_after;
+        cfg.faults.http_5xx = self.fault_5xx;
+        cfg.faults.latency = self.latency;
+        cfg.faults.jitter = self.jitter;
+        cfg.faults.drop = self.fault_drop;
+        cfg.faults.internal_error = self.fault_internal;
+        cfg.faults.rate_limit_error = self.fault_rate_limit;
+        cfg.faults.lag = self.fault_lag;
+        cfg.faults.lag_depth = self.lag_depth;
+        cfg.faults.stale_replica = self.fault_stale_replica;
+        cfg.faults.max_rps = self.max_rps.filter(|rps| *rps > 0);
+        Ok(cfg)
+    }
+}
+
+/// Serves until `shutdown` fires, then prints the served counts to stderr.
 ///
 /// # Errors
-/// Never yet.
-pub async fn run(
-    _args: DevnodeArgs,
-    _shutdown: tokio_util::sync::CancellationToken,
-) -> Result<(), std::io::Error> {
-    todo!()
+/// A bad flag value, or an address that cannot be bound.
+pub async fn run(args: DevnodeArgs, shutdown: CancellationToken) -> Result<(), Error> {
+    let cfg = args.to_config()?;
+    let node = DevNode::start(cfg).await.map_err(|source| Error::Bind {
+        addr: args.addr,
+        source,
+    })?;
+    let truth = node.truth();
+    eprintln!(
+        "devnode: chain {} at head {} (seed {}), serving {} and {}",
+        truth.chain_id(),
+        truth.head(),
+        args.seed,
+        node.http_url(),
+        node.ws_url()
+    );
+    shutdown.cancelled().await;
+    let stats = node.stats();
+    node.shutdown().await;
+    eprintln!("{}", stats.summary());
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, clap::Parser)]
+    struct Wrapper {
+        #[command(flatten)]
+        args: DevnodeArgs,
+    }
+
+    #[test]
+    fn the_flags_are_well_formed() {
+        use clap::CommandFactory;
+        Wrapper::command().debug_assert();
+    }
+
+    #[test]
+    fn flags_map_onto_the_config() {
+        let parsed = Wrapper::try_parse_from([
+            "devnode",
+            "--seed",
+            "9",
+            "--blocks",
+            "100",
+            "--block-time",
+            "off",
+            "--fault-429",
+            "0.5",
+            "--too-many-style",
+            "alchemy",
+            "--latency",
+            "10ms",
+            "--max-rps",
+            "5",
+        ])
+        .expect("valid flags");
+        let cfg = parsed.args.to_config().expect("valid config");
+        assert_eq!(cfg.seed, 9);
+        assert_eq!(cfg.chain.blocks, 100);
+        assert_eq!(cfg.chain.block_time, None);
+        assert_eq!(cfg.faults.http_429, 0.5);
+        assert_eq!(cfg.faults.latency, Duration::from_millis(10));
+        assert_eq!(cfg.faults.max_rps, Some(5));
+        assert_eq!(
+            cfg.limits.too_many_style,
+            super::super::TooManyStyle::Alchemy
+        );
+        assert!(Wrapper::try_parse_from(["devnode", "--fault-5xx", "1.5"]).is_err());
+    }
 }

@@ -1,113 +1,313 @@
 //! The built-in simulated access service (`logslice devnode`, `sim://`): a deterministic, lazily generated
 //! chain served over real sockets per `service-spec.md`, with the spec's limits and scripted faults.
 //!
-//! It shares no code path with the indexer (no `crate::rpc`, `crate::decode`, `crate::sink` imports), so a
-//! bug on one side cannot hide the same bug on the other.
+//! It shares no code path with the indexer (no `crate::rpc`, `crate::decode`, `crate::sink`, `crate::config`
+//! imports), so a bug on one side cannot hide the same bug on the other. Its own JSON is written from the
+//! spec's tables (`json`), its own parameters parsed by geth's rules (`params`).
+//!
+//! Layout: `chain` derives blocks and logs from `(seed, number, fork generation)`; `gen` draws event values and
+//! ABI-encodes them for the contracts of `contracts` (ABIs in `abis/`); `filter` matches logs; `rpc` dispatches
+//! JSON-RPC and applies the limits; `faults` decides injected faults; `server` is the axum front; `stats`
+//! counts; `cli` is `logslice devnode`; `bench` measures the serve rate.
 
+pub mod bench;
+mod chain;
 pub mod cli;
+mod config;
+pub mod contracts;
+mod faults;
+mod filter;
+mod gen;
+mod json;
+mod params;
+mod rng;
+mod rpc;
+mod server;
+mod stats;
 
 use std::net::SocketAddr;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use std::time::Duration;
 
 use alloy_dyn_abi::DynSolValue;
-use alloy_primitives::{Address, Bytes, B256};
+use alloy_primitives::{Address, Bloom, BloomInput, Bytes, B256};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 
-/// Everything a devnode is started with.
-#[derive(Debug, Clone)]
-pub struct DevNodeConfig {
-    /// Listen address; port 0 picks a free one.
-    pub addr: SocketAddr,
-    /// The only API key accepted.
-    pub key: String,
-    /// Seed of the chain and of every fault decision.
-    pub seed: u64,
-}
+pub use config::{
+    ChainConfig, DevNodeConfig, FaultConfig, LimitConfig, TooManyStyle, DEFAULT_BLOCKS,
+    DEFAULT_CHAIN_ID, DEFAULT_FINALIZED_DEPTH, DEFAULT_MAX_PARAMS, DEFAULT_MAX_RESULTS,
+    OPTION_NAMES,
+};
+pub use gen::NOTE_TOPICS;
+pub use stats::{MethodStats, StatsSnapshot};
 
-impl Default for DevNodeConfig {
-    fn default() -> Self {
-        Self {
-            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
-            key: "demo".into(),
-            seed: 7,
-        }
+use chain::{Chain, ChainParams};
+use contracts::EMITTERS;
+use rpc::Service;
+use server::Shared;
+
+/// How long `shutdown` waits for open connections to finish before giving up on them.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+fn chain_params(cfg: &DevNodeConfig) -> ChainParams {
+    ChainParams {
+        seed: cfg.seed,
+        chain_id: cfg.chain.chain_id,
+        initial_head: cfg.chain.blocks,
+        density: cfg.chain.density,
+        genesis_timestamp: cfg.chain.genesis_timestamp,
+        finalized_depth: cfg.chain.finalized_depth,
+        reorg_every: cfg.chain.reorg_every,
+        reorg_depth: cfg.chain.reorg_depth,
     }
 }
 
-impl DevNodeConfig {
-    /// Builds a config from a `sim://` URL; its query string may set options (`sim://?seed=7&...`).
-    ///
-    /// # Errors
-    /// A message naming the bad option.
-    pub fn from_sim_url(url: &str) -> Result<Self, String> {
-        let _ = url;
-        todo!()
-    }
-}
-
-/// A running simulated node.
+/// A running simulated node. Dropping it stops the server too (without waiting).
 pub struct DevNode {
-    _private: (),
+    addr: SocketAddr,
+    key: String,
+    shared: Arc<Shared>,
+    server: Option<JoinHandle<()>>,
+    producer: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for DevNode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DevNode")
+            .field("addr", &self.addr)
+            .finish_non_exhaustive()
+    }
 }
 
 impl DevNode {
-    /// Binds and starts serving in the background of the current tokio runtime.
+    /// Binds and starts serving in the background of the current tokio runtime; with
+    /// [`ChainConfig::block_time`] set, also produces a block on that timer.
     ///
     /// # Errors
     /// When the address cannot be bound.
     pub async fn start(cfg: DevNodeConfig) -> std::io::Result<DevNode> {
-        let _ = cfg;
-        todo!()
+        let listener = tokio::net::TcpListener::bind(cfg.addr).await?;
+        let addr = listener.local_addr()?;
+        let chain = Arc::new(Chain::new(chain_params(&cfg)));
+        let shutdown = CancellationToken::new();
+        let key = cfg.key.clone();
+        let block_time = cfg.chain.block_time;
+        let shared = Arc::new(Shared {
+            rps: cfg.faults.max_rps.map(faults::RpsLimiter::new),
+            service: Service {
+                cfg,
+                chain,
+                stats: Arc::default(),
+            },
+            seq: AtomicU64::new(0),
+            shutdown: shutdown.clone(),
+        });
+        let app = server::router(shared.clone());
+        let server = tokio::spawn({
+            let shutdown = shutdown.clone();
+            async move {
+                let serving =
+                    axum::serve(listener, app).with_graceful_shutdown(shutdown.cancelled_owned());
+                if let Err(err) = serving.await {
+                    tracing::error!(cause = %err, "devnode server failed");
+                }
+            }
+        });
+        let producer = block_time.map(|every| {
+            let chain = shared.service.chain.clone();
+            let shutdown = shutdown.clone();
+            tokio::spawn(async move {
+                let mut ticks =
+                    tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+                loop {
+                    tokio::select! {
+                        () = shutdown.cancelled() => break,
+                        _ = ticks.tick() => {
+                            let head = chain.mine(1);
+                            tracing::debug!(head, "devnode produced a block");
+                        }
+                    }
+                }
+            })
+        });
+        Ok(DevNode {
+            addr,
+            key,
+            shared,
+            server: Some(server),
+            producer,
+        })
     }
 
     /// The bound address.
     pub fn addr(&self) -> SocketAddr {
-        todo!()
+        self.addr
     }
 
     /// `http://ADDR/v3/KEY`.
     pub fn http_url(&self) -> String {
-        todo!()
+        format!("http://{}/v3/{}", self.addr, self.key)
     }
 
     /// `ws://ADDR/ws/v3/KEY`.
     pub fn ws_url(&self) -> String {
-        todo!()
+        format!("ws://{}/ws/v3/{}", self.addr, self.key)
     }
 
-    /// The canonical chain as it is now, bypassing every limit and fault.
+    /// The canonical chain as it is now and as it will move, bypassing every limit and fault.
     pub fn truth(&self) -> GroundTruth {
-        todo!()
+        GroundTruth {
+            chain: self.shared.service.chain.clone(),
+        }
     }
 
-    /// Stops serving.
-    pub async fn shutdown(self) {
-        todo!()
+    /// Produces `n` blocks now (applying the scripted `reorg_every` schedule); returns the new head.
+    pub fn mine(&self, n: u64) -> u64 {
+        self.shared.service.chain.mine(n)
+    }
+
+    /// Replaces the top `depth` blocks (never block 0) by a fork with new hashes and different logs; the head
+    /// stays. Returns the first replaced height. Deterministic: the n-th reorg of a height gives the same fork.
+    pub fn reorg(&self, depth: u64) -> u64 {
+        self.shared.service.chain.reorg(depth)
+    }
+
+    /// The counters of what was served so far.
+    pub fn stats(&self) -> StatsSnapshot {
+        self.shared.service.stats.snapshot()
+    }
+
+    /// The configuration it runs with (with `addr` as requested, see [`DevNode::addr`] for the bound one).
+    pub fn config(&self) -> &DevNodeConfig {
+        &self.shared.service.cfg
+    }
+
+    /// Stops serving: no new connections, open WebSockets closed, in-flight HTTP requests finished (within a
+    /// grace period).
+    pub async fn shutdown(mut self) {
+        self.shared.shutdown.cancel();
+        if let Some(producer) = self.producer.take() {
+            let _ = producer.await;
+        }
+        if let Some(server) = self.server.take() {
+            if tokio::time::timeout(SHUTDOWN_GRACE, server).await.is_err() {
+                tracing::warn!(grace = ?SHUTDOWN_GRACE, "devnode connections still open after the grace period");
+            }
+        }
     }
 }
 
-/// The node's exact canonical chain, for tests.
+impl Drop for DevNode {
+    fn drop(&mut self) {
+        self.shared.shutdown.cancel();
+    }
+}
+
+/// The node's exact canonical chain, for tests: cheap to clone, reflects the live chain (mining, reorgs).
 #[derive(Clone)]
 pub struct GroundTruth {
-    _private: (),
+    chain: Arc<Chain>,
+}
+
+impl std::fmt::Debug for GroundTruth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GroundTruth")
+            .field("head", &self.head())
+            .finish_non_exhaustive()
+    }
 }
 
 impl GroundTruth {
+    /// A ground truth of the chain `cfg` describes, without any server (for pure tests and benchmarks).
+    pub fn detached(cfg: &DevNodeConfig) -> Self {
+        Self {
+            chain: Arc::new(Chain::new(chain_params(cfg))),
+        }
+    }
+
     /// The chain id.
     pub fn chain_id(&self) -> u64 {
-        todo!()
+        self.chain.params.chain_id
     }
+
     /// The current head.
     pub fn head(&self) -> u64 {
-        todo!()
+        self.chain.head()
     }
-    /// A canonical block, if it exists.
+
+    /// The current `finalized` block (head minus the finalized depth).
+    pub fn finalized(&self) -> u64 {
+        self.head()
+            .saturating_sub(self.chain.params.finalized_depth)
+    }
+
+    /// A canonical block, if it exists (at or below the head).
     pub fn block(&self, number: u64) -> Option<TruthBlock> {
-        let _ = number;
-        todo!()
+        let state = self.chain.read();
+        (number <= state.head).then(|| {
+            let block = self.chain.full_block(&state, number, state.gen(number));
+            TruthBlock {
+                number,
+                hash: block.header.hash,
+                parent_hash: block.header.parent_hash,
+                timestamp: block.header.timestamp,
+                logs_bloom: block.bloom,
+                transactions: block.tx_hashes,
+                n_logs: block.n_logs,
+            }
+        })
     }
-    /// Every canonical log of blocks `from..=to`, in `(block_number, log_index)` order.
+
+    /// The canonical block with this hash, if any.
+    pub fn block_by_hash(&self, hash: B256) -> Option<TruthBlock> {
+        let number = {
+            let state = self.chain.read();
+            self.chain.number_of_hash(&state, &hash, state.head)?
+        };
+        self.block(number).filter(|block| block.hash == hash)
+    }
+
+    /// How many logs canonical block `number` has, without generating them (0 beyond the head).
+    pub fn log_count(&self, number: u64) -> usize {
+        let state = self.chain.read();
+        if number > state.head {
+            return 0;
+        }
+        self.chain.plan(number, state.gen(number)).logs.len()
+    }
+
+    /// The first block at or after `from` with more than 10,000 logs (there is one per 50,000 blocks).
+    pub fn next_huge_block(&self, from: u64) -> u64 {
+        let candidate = self.chain.huge_block_near(from);
+        if candidate >= from && candidate != 0 {
+            candidate
+        } else {
+            self.chain
+                .huge_block_near(from - from % chain::HUGE_PERIOD + chain::HUGE_PERIOD)
+        }
+    }
+
+    /// Every canonical log of blocks `from..=to` (clamped to the head), in `(block_number, log_index)` order.
     pub fn logs(&self, from: u64, to: u64) -> Vec<TruthLog> {
-        let _ = (from, to);
-        todo!()
+        let state = self.chain.read();
+        self.chain
+            .canonical_logs(&state, from, to, state.head)
+            .into_iter()
+            .map(|log| TruthLog {
+                block_number: log.block_number,
+                block_hash: log.block_hash,
+                transaction_hash: log.tx_hash,
+                transaction_index: u64::from(log.tx_index),
+                log_index: u64::from(log.log_index),
+                address: log.address,
+                topics: log.topics,
+                data: Bytes::from(log.data),
+                event: EMITTERS[usize::from(log.emitter)].event.name(),
+                values: log.values,
+            })
+            .collect()
     }
 }
 
@@ -122,6 +322,19 @@ pub struct TruthBlock {
     pub parent_hash: B256,
     /// Unix timestamp.
     pub timestamp: u64,
+    /// The 2048-bit bloom of the block's logs' addresses and topics.
+    pub logs_bloom: Bloom,
+    /// Transaction hashes, in order.
+    pub transactions: Vec<B256>,
+    /// Number of logs in the block.
+    pub n_logs: usize,
+}
+
+impl TruthBlock {
+    /// Whether the bloom may contain `address` (a bloom has false positives, never false negatives).
+    pub fn bloom_may_contain(&self, bytes: &[u8]) -> bool {
+        self.logs_bloom.contains_input(BloomInput::Raw(bytes))
+    }
 }
 
 /// A canonical log and the values it encodes.

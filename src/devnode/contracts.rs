@@ -1,0 +1,211 @@
+//! The simulated contracts: fixed addresses, their ABIs (the JSON files in `abis/`) and which events each emits.
+//!
+//! The addresses do not depend on the seed, so an example `config.toml` can index them on any devnode. The ABI
+//! JSON files are the single source of truth: they are embedded here, parsed once, and every generated log is
+//! encoded from the parsed `alloy_json_abi::Event` (topic0 is its `selector()`, never a hand-written hash).
+
+use std::sync::LazyLock;
+
+use alloy_json_abi::{Event, JsonAbi};
+use alloy_primitives::{address, Address, B256};
+
+/// The first ERC-20 token (`abis/erc20.json`): emits `Transfer` and `Approval`.
+pub const TOKEN_A: Address = address!("a0a0c0ffee000000000000000000000000000001");
+/// The second ERC-20 token (`abis/erc20.json`): emits `Transfer` and `Approval`.
+pub const TOKEN_B: Address = address!("b0b0c0ffee000000000000000000000000000002");
+/// A Uniswap-V2-style pair (`abis/uniswap_v2_pair.json`): emits `Swap` and `Sync`.
+pub const PAIR: Address = address!("da1ec0ffee000000000000000000000000000003");
+/// A contract with events of every ABI shape (`abis/misc.json`): `Note`, `Batch`, `Order`, anonymous `Ping`.
+pub const MISC: Address = address!("d1ffc0ffee000000000000000000000000000004");
+
+/// Every simulated contract address, in the order above.
+pub const ALL_CONTRACTS: [Address; 4] = [TOKEN_A, TOKEN_B, PAIR, MISC];
+
+/// `abis/erc20.json`, embedded.
+pub const ERC20_ABI_JSON: &str = include_str!("../../abis/erc20.json");
+/// `abis/uniswap_v2_pair.json`, embedded.
+pub const UNISWAP_V2_PAIR_ABI_JSON: &str = include_str!("../../abis/uniswap_v2_pair.json");
+/// `abis/misc.json`, embedded.
+pub const MISC_ABI_JSON: &str = include_str!("../../abis/misc.json");
+
+/// An event shape the generator knows how to fill with values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum EventId {
+    Transfer,
+    Approval,
+    Swap,
+    Sync,
+    Note,
+    Batch,
+    Order,
+    Ping,
+}
+
+impl EventId {
+    /// The event's name in its ABI file.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            EventId::Transfer => "Transfer",
+            EventId::Approval => "Approval",
+            EventId::Swap => "Swap",
+            EventId::Sync => "Sync",
+            EventId::Note => "Note",
+            EventId::Batch => "Batch",
+            EventId::Order => "Order",
+            EventId::Ping => "Ping",
+        }
+    }
+
+    /// The ABI file text that declares the event.
+    fn abi_json(self) -> &'static str {
+        match self {
+            EventId::Transfer | EventId::Approval => ERC20_ABI_JSON,
+            EventId::Swap | EventId::Sync => UNISWAP_V2_PAIR_ABI_JSON,
+            EventId::Note | EventId::Batch | EventId::Order | EventId::Ping => MISC_ABI_JSON,
+        }
+    }
+}
+
+/// One (contract, event) pair that logs are drawn from, with its share of ordinary blocks.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Emitter {
+    /// Emitting contract.
+    pub(crate) address: Address,
+    /// Event shape.
+    pub(crate) event: EventId,
+    /// Relative frequency in ordinary blocks (the >10,000-log blocks draw uniformly).
+    pub(crate) weight: u32,
+}
+
+/// Every (contract, event) pair the chain emits.
+pub(crate) const EMITTERS: [Emitter; 10] = [
+    Emitter {
+        address: TOKEN_A,
+        event: EventId::Transfer,
+        weight: 30,
+    },
+    Emitter {
+        address: TOKEN_A,
+        event: EventId::Approval,
+        weight: 6,
+    },
+    Emitter {
+        address: TOKEN_B,
+        event: EventId::Transfer,
+        weight: 20,
+    },
+    Emitter {
+        address: TOKEN_B,
+        event: EventId::Approval,
+        weight: 4,
+    },
+    Emitter {
+        address: PAIR,
+        event: EventId::Swap,
+        weight: 12,
+    },
+    Emitter {
+        address: PAIR,
+        event: EventId::Sync,
+        weight: 12,
+    },
+    Emitter {
+        address: MISC,
+        event: EventId::Note,
+        weight: 5,
+    },
+    Emitter {
+        address: MISC,
+        event: EventId::Batch,
+        weight: 4,
+    },
+    Emitter {
+        address: MISC,
+        event: EventId::Order,
+        weight: 4,
+    },
+    Emitter {
+        address: MISC,
+        event: EventId::Ping,
+        weight: 3,
+    },
+];
+
+/// Sum of the weights of [`EMITTERS`].
+pub(crate) const TOTAL_WEIGHT: u32 = {
+    let mut total = 0;
+    let mut i = 0;
+    while i < EMITTERS.len() {
+        total += EMITTERS[i].weight;
+        i += 1;
+    }
+    total
+};
+
+/// A parsed event and its topic0.
+#[derive(Debug)]
+pub(crate) struct ParsedEvent {
+    /// The ABI item.
+    pub(crate) abi: Event,
+    /// `keccak256(signature)`, or `None` for an anonymous event (it has no topic0).
+    pub(crate) topic0: Option<B256>,
+}
+
+/// The parsed events, indexed like [`EMITTERS`].
+static PARSED: LazyLock<Vec<ParsedEvent>> = LazyLock::new(|| {
+    EMITTERS
+        .iter()
+        .map(|emitter| {
+            let name = emitter.event.name();
+            // These files are compiled into the binary; a unit test parses each, so this cannot fail at run time.
+            let abi: JsonAbi =
+                serde_json::from_str(emitter.event.abi_json()).unwrap_or_else(|err| {
+                    panic!("embedded ABI declaring {name} does not parse: {err}")
+                });
+            let abi = abi
+                .events
+                .get(name)
+                .and_then(|overloads| overloads.first())
+                .cloned()
+                .unwrap_or_else(|| panic!("embedded ABI does not declare event {name}"));
+            let topic0 = (!abi.anonymous).then(|| abi.selector());
+            ParsedEvent { abi, topic0 }
+        })
+        .collect()
+});
+
+/// The parsed event of emitter `idx` (an index into [`EMITTERS`]).
+pub(crate) fn parsed(idx: usize) -> &'static ParsedEvent {
+    &PARSED[idx]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_embedded_abi_parses_and_declares_its_events() {
+        for (idx, emitter) in EMITTERS.iter().enumerate() {
+            let event = parsed(idx);
+            assert_eq!(event.abi.name, emitter.event.name());
+            assert_eq!(event.abi.anonymous, emitter.event == EventId::Ping);
+        }
+    }
+
+    #[test]
+    fn topic0_is_the_keccak_of_the_canonical_signature() {
+        let transfer = parsed(0);
+        assert_eq!(
+            transfer.abi.signature(),
+            "Transfer(address,address,uint256)"
+        );
+        assert_eq!(
+            transfer.topic0,
+            Some(alloy_primitives::b256!(
+                "ddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef"
+            ))
+        );
+        assert_eq!(parsed(5).abi.signature(), "Sync(uint112,uint112)");
+        assert_eq!(parsed(9).topic0, None);
+    }
+}

@@ -1,0 +1,166 @@
+//! Fault decisions: which request gets a 429, a 5xx, a drop, latency, a lagging backend, an error.
+//!
+//! Each decision is a pure function of `(seed, request counter, call index)`, so the same sequence of requests
+//! meets the same faults on every run. The request-rate limit is the one fault driven by the clock, because it
+//! models exactly that. This module decides; the server and the dispatcher act.
+
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::config::FaultConfig;
+use super::rng::{hash3, Rng};
+
+const TAG_REQUEST: u64 = 101;
+const TAG_CALL: u64 = 102;
+
+/// What happens to one request before its calls are answered.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(crate) struct RequestFaults {
+    /// Answer with this HTTP status instead (429, 500, 502 or 503).
+    pub(crate) status: Option<u16>,
+    /// Cut the response off midway.
+    pub(crate) drop: bool,
+    /// Wait this long first.
+    pub(crate) delay: Duration,
+    /// Serve from a backend this many blocks behind.
+    pub(crate) lag: u64,
+}
+
+/// Decides the faults of request number `seq`.
+pub(crate) fn for_request(seed: u64, seq: u64, faults: &FaultConfig) -> RequestFaults {
+    let mut rng = Rng::new(hash3(seed, seq, 0, TAG_REQUEST));
+    // Draw every roll unconditionally, so that enabling one fault does not shift the others' decisions.
+    let (roll_429, roll_5xx, roll_drop, roll_lag) =
+        (rng.unit(), rng.unit(), rng.unit(), rng.unit());
+    let status_5xx = [500, 502, 503][rng.below(3) as usize];
+    let jitter = faults.jitter.mul_f64(rng.unit());
+    let status = if roll_429 < faults.http_429 {
+        Some(429)
+    } else if roll_5xx < faults.http_5xx {
+        Some(status_5xx)
+    } else {
+        None
+    };
+    RequestFaults {
+        status,
+        drop: roll_drop < faults.drop,
+        delay: faults.latency + jitter,
+        lag: if roll_lag < faults.lag {
+            faults.lag_depth
+        } else {
+            0
+        },
+    }
+}
+
+/// An error a call is answered with instead of its result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CallFault {
+    /// `-32603` internal error.
+    Internal,
+    /// Infura's `-32005` "project ID request rate exceeded".
+    RateLimit,
+}
+
+/// What happens to call `call_idx` of request `seq`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct CallFaults {
+    pub(crate) error: Option<CallFault>,
+    /// `eth_getLogs` is answered by a stale replica that still has the orphaned logs.
+    pub(crate) stale_replica: bool,
+}
+
+/// Decides the faults of one call.
+pub(crate) fn for_call(seed: u64, seq: u64, call_idx: u64, faults: &FaultConfig) -> CallFaults {
+    let mut rng = Rng::new(hash3(seed, seq, call_idx, TAG_CALL));
+    let (roll_internal, roll_rate, roll_stale) = (rng.unit(), rng.unit(), rng.unit());
+    let error = if roll_internal < faults.internal_error {
+        Some(CallFault::Internal)
+    } else if roll_rate < faults.rate_limit_error {
+        Some(CallFault::RateLimit)
+    } else {
+        None
+    };
+    CallFaults {
+        error,
+        stale_replica: roll_stale < faults.stale_replica,
+    }
+}
+
+/// A fixed one-second window request counter: at most `max_per_second` requests per window.
+#[derive(Debug)]
+pub(crate) struct RpsLimiter {
+    max_per_second: u32,
+    window: Mutex<(Instant, u32)>,
+}
+
+impl RpsLimiter {
+    pub(crate) fn new(max_per_second: u32) -> Self {
+        Self {
+            max_per_second,
+            window: Mutex::new((Instant::now(), 0)),
+        }
+    }
+
+    /// Counts a request; `false` when it is over the limit.
+    pub(crate) fn admit(&self) -> bool {
+        self.admit_at(Instant::now())
+    }
+
+    /// [`RpsLimiter::admit`] at a given time (monotonic: `now` never goes back).
+    fn admit_at(&self, now: Instant) -> bool {
+        let mut window = self.window.lock().unwrap_or_else(PoisonError::into_inner);
+        if now.duration_since(window.0) >= Duration::from_secs(1) {
+            *window = (now, 0);
+        }
+        window.1 += 1;
+        window.1 <= self.max_per_second
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_fault_is_drawn_when_every_probability_is_zero() {
+        let faults = FaultConfig::default();
+        for seq in 0..1000 {
+            assert_eq!(for_request(7, seq, &faults), RequestFaults::default());
+            assert_eq!(for_call(7, seq, 0, &faults), CallFaults::default());
+        }
+    }
+
+    #[test]
+    fn a_probability_is_met_about_as_often_as_it_says_and_the_same_way_twice() {
+        let faults = FaultConfig {
+            http_429: 0.25,
+            ..FaultConfig::default()
+        };
+        let hits: Vec<bool> = (0..4000)
+            .map(|seq| for_request(7, seq, &faults).status == Some(429))
+            .collect();
+        let again: Vec<bool> = (0..4000)
+            .map(|seq| for_request(7, seq, &faults).status == Some(429))
+            .collect();
+        assert_eq!(hits, again);
+        let n_hits = hits.iter().filter(|hit| **hit).count();
+        assert!((800..1200).contains(&n_hits), "{n_hits}");
+    }
+
+    #[test]
+    fn the_rate_limiter_admits_max_per_second_then_refuses_until_the_next_second() {
+        let limiter = RpsLimiter::new(3);
+        let start = limiter
+            .window
+            .lock()
+            .map(|w| w.0)
+            .unwrap_or_else(|e| e.into_inner().0);
+        let admitted: Vec<bool> = (0..5).map(|_| limiter.admit_at(start)).collect();
+        assert_eq!(admitted, [true, true, true, false, false]);
+        assert!(!limiter.admit_at(start + Duration::from_millis(999)));
+        assert!(limiter.admit_at(start + Duration::from_secs(1)));
+    }
+}

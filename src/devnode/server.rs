@@ -1,0 +1,261 @@
+//! The HTTP and WebSocket front: routes, API-key check, request-level faults, graceful shutdown.
+//!
+//! `POST /v3/{key}` and `GET /ws/v3/{key}` (WebSocket) answer JSON-RPC through [`Service`]; `GET /stats` serves
+//! the counters. A wrong key is refused with 401 before any upgrade; an unknown path is 404 and a wrong method
+//! 405, both with a JSON-RPC error body. Work per request is bounded by the modelled query budget (a range is
+//! refused before scanning when its block count alone exceeds it), so it runs inline on the runtime.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use axum::body::{Body, Bytes};
+use axum::extract::ws::rejection::WebSocketUpgradeRejection;
+use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::extract::{Path, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::faults::{self, RpsLimiter};
+use super::rpc::{rate_limit_error, write_error, RpcError, Service};
+
+/// Largest request body accepted (a 5,000-address filter is about 250 KB).
+const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
+
+/// State shared by every connection.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) service: Service,
+    /// Counts HTTP requests and WebSocket messages; the fault decisions are keyed on it.
+    pub(crate) seq: AtomicU64,
+    pub(crate) rps: Option<RpsLimiter>,
+    /// Fired by `DevNode::shutdown`: the server stops accepting and open WebSockets close.
+    pub(crate) shutdown: CancellationToken,
+}
+
+/// The devnode's routes.
+pub(crate) fn router(shared: Arc<Shared>) -> Router {
+    Router::new()
+        .route("/v3/{key}", post(http_rpc).fallback(method_not_allowed))
+        .route("/ws/v3/{key}", get(ws_rpc).fallback(method_not_allowed))
+        .route("/stats", get(stats))
+        .fallback(not_found)
+        .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .with_state(shared)
+}
+
+fn json_response(status: StatusCode, body: Vec<u8>) -> Response {
+    let mut response = Response::new(Body::from(body));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+fn error_response(shared: &Shared, status: StatusCode, error: &RpcError) -> Response {
+    shared.service.stats.status(status.as_u16());
+    let mut body = Vec::new();
+    write_error(&mut body, &Value::Null, error);
+    json_response(status, body)
+}
+
+fn too_many_requests(shared: &Shared, body: &[u8]) -> Response {
+    let retry_after = shared.service.cfg.faults.retry_after_secs;
+    shared.service.stats.rate_limited();
+    shared.service.stats.status(429);
+    let body = shared
+        .service
+        .error_for_body(body, &rate_limit_error(retry_after));
+    let mut response = json_response(StatusCode::TOO_MANY_REQUESTS, body);
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from(retry_after));
+    response
+}
+
+fn unauthorized(shared: &Shared) -> Response {
+    error_response(
+        shared,
+        StatusCode::UNAUTHORIZED,
+        &RpcError::new(-32001, "invalid project id"),
+    )
+}
+
+async fn not_found(State(shared): State<Arc<Shared>>) -> Response {
+    error_response(
+        &shared,
+        StatusCode::NOT_FOUND,
+        &RpcError::new(-32601, "not found"),
+    )
+}
+
+async fn method_not_allowed(State(shared): State<Arc<Shared>>) -> Response {
+    let mut response = error_response(
+        &shared,
+        StatusCode::METHOD_NOT_ALLOWED,
+        &RpcError::new(-32600, "method not allowed"),
+    );
+    response
+        .headers_mut()
+        .insert(header::ALLOW, HeaderValue::from_static("POST"));
+    response
+}
+
+async fn stats(State(shared): State<Arc<Shared>>) -> Response {
+    Json(shared.service.stats.snapshot()).into_response()
+}
+
+async fn http_rpc(
+    State(shared): State<Arc<Shared>>,
+    Path(key): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let stats = &shared.service.stats;
+    stats.http_request();
+    if key != shared.service.cfg.key {
+        return unauthorized(&shared);
+    }
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok());
+    if content_type.is_some_and(|ct| !ct.starts_with("application/json")) {
+        let error = RpcError::new(
+            -32600,
+            "invalid content type, only application/json is supported",
+        );
+        return error_response(&shared, StatusCode::UNSUPPORTED_MEDIA_TYPE, &error);
+    }
+    let seq = shared.seq.fetch_add(1, Ordering::Relaxed);
+    if shared.rps.as_ref().is_some_and(|rps| !rps.admit()) {
+        return too_many_requests(&shared, &body);
+    }
+    let cfg = &shared.service.cfg;
+    let decided = faults::for_request(cfg.seed, seq, &cfg.faults);
+    if !decided.delay.is_zero() {
+        tokio::time::sleep(decided.delay).await;
+    }
+    match decided.status {
+        Some(429) => return too_many_requests(&shared, &body),
+        Some(status) => {
+            stats.status(status);
+            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            let mut response =
+                Response::new(Body::from(status.canonical_reason().unwrap_or("error")));
+            *response.status_mut() = status;
+            return response;
+        }
+        None => {}
+    }
+    let answer = shared.service.handle_body(&body, seq, decided.lag);
+    stats.status(200);
+    if decided.drop {
+        stats.dropped();
+        return dropped_midway(answer);
+    }
+    json_response(StatusCode::OK, answer)
+}
+
+/// A 200 whose body stops after half of `answer`: the stream errors, so hyper aborts the connection and the
+/// client sees an incomplete body (chunked encoding never terminated).
+fn dropped_midway(answer: Vec<u8>) -> Response {
+    let mut first = answer;
+    first.truncate(first.len() / 2);
+    let chunks: Vec<Result<Bytes, std::io::Error>> = vec![
+        Ok(Bytes::from(first)),
+        Err(std::io::Error::new(
+            std::io::ErrorKind::ConnectionAborted,
+            "devnode: connection dropped by fault",
+        )),
+    ];
+    let mut response = Response::new(Body::from_stream(futures::stream::iter(chunks)));
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+async fn ws_rpc(
+    State(shared): State<Arc<Shared>>,
+    Path(key): Path<String>,
+    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+) -> Response {
+    shared.service.stats.http_request();
+    if key != shared.service.cfg.key {
+        return unauthorized(&shared);
+    }
+    match upgrade {
+        Ok(upgrade) => {
+            shared.service.stats.status(101);
+            upgrade.on_upgrade(move |socket| ws_session(shared, socket))
+        }
+        Err(rejection) => rejection.into_response(),
+    }
+}
+
+/// Serves one WebSocket: each text (or binary) message is a request; request-level faults become JSON-RPC
+/// errors (429 -> `-32005` rate limit, 5xx -> `-32603`) or a closed socket (drop).
+async fn ws_session(shared: Arc<Shared>, mut socket: WebSocket) {
+    loop {
+        // Both branches are cancel-safe: `recv` keeps partial frames inside the WebSocket.
+        let message = tokio::select! {
+            () = shared.shutdown.cancelled() => break,
+            message = socket.recv() => message,
+        };
+        let body: Bytes = match message {
+            Some(Ok(Message::Text(text))) => Bytes::copy_from_slice(text.as_str().as_bytes()),
+            Some(Ok(Message::Binary(bytes))) => bytes,
+            Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
+            Some(Ok(Message::Close(_)) | Err(_)) | None => break,
+        };
+        let Some(answer) = ws_answer(&shared, &body).await else {
+            break;
+        };
+        // A JSON-RPC answer is valid UTF-8: it is built from ASCII and serde_json-escaped strings.
+        let Ok(text) = String::from_utf8(answer) else {
+            break;
+        };
+        if socket.send(Message::Text(text.into())).await.is_err() {
+            break;
+        }
+    }
+}
+
+/// The answer to one WebSocket message, or `None` to drop the connection.
+async fn ws_answer(shared: &Shared, body: &[u8]) -> Option<Vec<u8>> {
+    let service = &shared.service;
+    service.stats.ws_message();
+    let seq = shared.seq.fetch_add(1, Ordering::Relaxed);
+    let cfg = &service.cfg;
+    if shared.rps.as_ref().is_some_and(|rps| !rps.admit()) {
+        service.stats.rate_limited();
+        return Some(service.error_for_body(body, &rate_limit_error(cfg.faults.retry_after_secs)));
+    }
+    let decided = faults::for_request(cfg.seed, seq, &cfg.faults);
+    if !decided.delay.is_zero() {
+        tokio::time::sleep(decided.delay).await;
+    }
+    match decided.status {
+        Some(429) => {
+            service.stats.rate_limited();
+            return Some(
+                service.error_for_body(body, &rate_limit_error(cfg.faults.retry_after_secs)),
+            );
+        }
+        Some(_) => {
+            return Some(service.error_for_body(body, &RpcError::new(-32603, "internal error")))
+        }
+        None => {}
+    }
+    if decided.drop {
+        service.stats.dropped();
+        return None;
+    }
+    Some(service.handle_body(body, seq, decided.lag))
+}
