@@ -90,13 +90,18 @@ impl Phase {
 pub async fn run(args: &BenchArgs) -> Result<String, Error> {
     let dir = tempfile::tempdir().map_err(|e| Error::Setup(format!("temp dir: {e}")))?;
     write_abis(dir.path())?;
-    let mut node_config = DevNodeConfig { seed: args.seed, ..DevNodeConfig::default() };
+    let mut node_config = DevNodeConfig {
+        seed: args.seed,
+        ..DevNodeConfig::default()
+    };
     node_config.chain.blocks = args.blocks;
     node_config.chain.density = args.density;
     let (node, url) = match &args.url {
         Some(url) => (None, url.clone()),
         None => {
-            let node = DevNode::start(node_config.clone()).await.map_err(|e| Error::Setup(format!("devnode: {e}")))?;
+            let node = DevNode::start(node_config.clone())
+                .await
+                .map_err(|e| Error::Setup(format!("devnode: {e}")))?;
             let url = node.http_url();
             (Some(node), url)
         }
@@ -111,29 +116,68 @@ pub async fn run(args: &BenchArgs) -> Result<String, Error> {
     };
 
     let e2e_config = config_for("e2e", &url)?;
-    phases.push(measure("end-to-end", head_blocks, pipeline::sync(&e2e_config, Target::Latest, CancellationToken::new())).await?);
+    phases.push(
+        measure(
+            "end-to-end",
+            head_blocks,
+            pipeline::sync(&e2e_config, Target::Latest, CancellationToken::new()),
+        )
+        .await?,
+    );
     let fetch_config = config_for("fetch", &url)?;
-    phases.push(measure("fetch-only", head_blocks, pipeline::fetch_only(&fetch_config, Target::Latest)).await?);
+    phases.push(
+        measure(
+            "fetch-only",
+            head_blocks,
+            pipeline::fetch_only(&fetch_config, Target::Latest),
+        )
+        .await?,
+    );
     if let Some(truth) = &truth {
         let store_config = config_for("store", &url)?;
         let head = truth.head();
-        phases.push(measure("store-only", head_blocks, pipeline::store_only(&store_config, truth_chunks(truth.clone(), head))).await?);
+        phases.push(
+            measure(
+                "store-only",
+                head_blocks,
+                pipeline::store_only(&store_config, truth_chunks(truth.clone(), head)),
+            )
+            .await?,
+        );
     }
     if let (Some(rate), None) = (args.fault_rate, &args.url) {
         let mut faulty = node_config.clone();
         faulty.faults.http_429 = rate / 2.0;
         faulty.faults.http_5xx = rate / 2.0;
         faulty.faults.retry_after_secs = 0;
-        let faulty_node = DevNode::start(faulty).await.map_err(|e| Error::Setup(format!("devnode: {e}")))?;
+        let faulty_node = DevNode::start(faulty)
+            .await
+            .map_err(|e| Error::Setup(format!("devnode: {e}")))?;
         let fault_config = config_for("faults", &faulty_node.http_url())?;
-        phases.push(measure("faults", head_blocks, pipeline::sync(&fault_config, Target::Latest, CancellationToken::new())).await?);
+        phases.push(
+            measure(
+                "faults",
+                head_blocks,
+                pipeline::sync(&fault_config, Target::Latest, CancellationToken::new()),
+            )
+            .await?,
+        );
         faulty_node.shutdown().await;
     }
     if args.baseline {
         let baseline_config = config_for("baseline", &url)?;
-        phases.push(measure("naive", head_blocks, pipeline::naive_sync(&baseline_config, Target::Latest, args.baseline_range.max(1))).await?);
+        phases.push(
+            measure(
+                "naive",
+                head_blocks,
+                pipeline::naive_sync(&baseline_config, Target::Latest, args.baseline_range.max(1)),
+            )
+            .await?,
+        );
     }
-    let lower_bound = truth.as_ref().map(|t| fewest_requests(t, e2e_config.sync.max_block_range));
+    let lower_bound = truth
+        .as_ref()
+        .map(|t| fewest_requests(t, e2e_config.sync.max_block_range));
     if let Some(node) = node {
         node.shutdown().await;
     }
@@ -147,8 +191,16 @@ async fn measure(
 ) -> Result<Phase, Error> {
     reset_peak_rss();
     tracing::info!(phase = name, "bench phase starting");
-    let report = work.await.map_err(|source| Error::Phase { phase: name, source })?;
-    Ok(Phase { name, report, blocks, peak_rss: peak_rss() })
+    let report = work.await.map_err(|source| Error::Phase {
+        phase: name,
+        source,
+    })?;
+    Ok(Phase {
+        name,
+        report,
+        blocks,
+        peak_rss: peak_rss(),
+    })
 }
 
 fn write_abis(dir: &Path) -> Result<(), Error> {
@@ -165,11 +217,23 @@ fn write_abis(dir: &Path) -> Result<(), Error> {
 }
 
 /// A config indexing every simulated contract and event, with a fresh database for `phase`.
-fn load_config(dir: &Path, url: &str, args: &BenchArgs, phase: &str, phase_no: usize) -> Result<Config, Error> {
+fn load_config(
+    dir: &Path,
+    url: &str,
+    args: &BenchArgs,
+    phase: &str,
+    phase_no: usize,
+) -> Result<Config, Error> {
     let database = match args.database.as_deref() {
-        None => format!("url = \"sqlite://{}\"", dir.join(format!("{phase}.db")).display()),
+        None => format!(
+            "url = \"sqlite://{}\"",
+            dir.join(format!("{phase}.db")).display()
+        ),
         Some(url) if url.starts_with("sqlite:") => format!("url = \"{url}.{phase}\""),
-        Some(url) => format!("url = \"{url}\"\nschema = \"bench_{}_{phase_no}_{phase}\"", std::process::id()),
+        Some(url) => format!(
+            "url = \"{url}\"\nschema = \"bench_{}_{phase_no}_{phase}\"",
+            std::process::id()
+        ),
     };
     let text = format!(
         "[node]\nurl = \"{url}\"\nrequests_per_second = 100000\nmax_concurrency = {}\ninitial_backoff = \"10ms\"\nmax_backoff = \"500ms\"\n\n\
@@ -185,7 +249,8 @@ fn load_config(dir: &Path, url: &str, args: &BenchArgs, phase: &str, phase_no: u
         contracts::MISC,
     );
     let path: PathBuf = dir.join(format!("{phase}.toml"));
-    config::load_str(&path, &text, &|k| std::env::var(k).ok()).map_err(|e| Error::Setup(e.to_string()))
+    config::load_str(&path, &text, &|k| std::env::var(k).ok())
+        .map_err(|e| Error::Setup(e.to_string()))
 }
 
 /// The ground truth in 2,000-block chunks, as the fetcher would deliver it.
@@ -263,10 +328,26 @@ fn render(args: &BenchArgs, phases: &[Phase], lower_bound: Option<u64>, blocks: 
         args.max_concurrency,
         args.database.as_deref().map_or("sqlite (temp)".into(), redact_db),
     );
-    let _ = writeln!(out, "{:<11} {:>10} {:>10} {:>8} {:>9} {:>9} {:>7} {:>7} {:>9}", "phase", "logs/s", "blocks/s", "secs", "requests", "req/10k", "errors", "splits", "peak RSS");
+    let _ = writeln!(
+        out,
+        "{:<11} {:>10} {:>10} {:>8} {:>9} {:>9} {:>7} {:>7} {:>9}",
+        "phase",
+        "logs/s",
+        "blocks/s",
+        "secs",
+        "requests",
+        "req/10k",
+        "errors",
+        "splits",
+        "peak RSS"
+    );
     for p in phases {
         let secs = p.report.elapsed.as_secs_f64().max(1e-9);
-        let per_10k = if p.report.logs > 0 { p.report.requests as f64 * 10_000.0 / p.report.logs as f64 } else { 0.0 };
+        let per_10k = if p.report.logs > 0 {
+            p.report.requests as f64 * 10_000.0 / p.report.logs as f64
+        } else {
+            0.0
+        };
         let _ = writeln!(
             out,
             "{:<11} {:>10.0} {:>10.0} {:>8.2} {:>9} {:>9.2} {:>7} {:>7} {:>6.1} MB",
@@ -292,21 +373,41 @@ fn render(args: &BenchArgs, phases: &[Phase], lower_bound: Option<u64>, blocks: 
         );
     }
     if let Some(e2e) = find("end-to-end") {
-        let ceiling = [find("fetch-only"), find("store-only")].into_iter().flatten().map(Phase::logs_per_s).fold(f64::INFINITY, f64::min);
+        let ceiling = [find("fetch-only"), find("store-only")]
+            .into_iter()
+            .flatten()
+            .map(Phase::logs_per_s)
+            .fold(f64::INFINITY, f64::min);
         if ceiling.is_finite() {
-            let _ = writeln!(out, "end-to-end / min(fetch-only, store-only) = {:.2}", e2e.logs_per_s() / ceiling);
+            let _ = writeln!(
+                out,
+                "end-to-end / min(fetch-only, store-only) = {:.2}",
+                e2e.logs_per_s() / ceiling
+            );
         }
         if let Some(faults) = find("faults") {
-            let _ = writeln!(out, "with {:.0}% failing requests / clean = {:.2}", args.fault_rate.unwrap_or(0.0) * 100.0, faults.logs_per_s() / e2e.logs_per_s());
+            let _ = writeln!(
+                out,
+                "with {:.0}% failing requests / clean = {:.2}",
+                args.fault_rate.unwrap_or(0.0) * 100.0,
+                faults.logs_per_s() / e2e.logs_per_s()
+            );
         }
         if let Some(naive) = find("naive") {
-            let speedup = naive.report.elapsed.as_secs_f64() / e2e.report.elapsed.as_secs_f64().max(1e-9);
-            let _ = writeln!(out, "end-to-end / naive baseline ({}-block ranges, sequential) = {speedup:.1}x", args.baseline_range);
+            let speedup =
+                naive.report.elapsed.as_secs_f64() / e2e.report.elapsed.as_secs_f64().max(1e-9);
+            let _ = writeln!(
+                out,
+                "end-to-end / naive baseline ({}-block ranges, sequential) = {speedup:.1}x",
+                args.baseline_range
+            );
         }
     }
     out
 }
 
 fn redact_db(url: &str) -> String {
-    url::Url::parse(url).map(|u| config::SecretUrl::new(u).to_string()).unwrap_or_else(|_| "(unparseable URL)".into())
+    url::Url::parse(url)
+        .map(|u| config::SecretUrl::new(u).to_string())
+        .unwrap_or_else(|_| "(unparseable URL)".into())
 }

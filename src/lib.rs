@@ -6,11 +6,11 @@
 #![warn(missing_docs)]
 
 pub mod app;
+pub mod bench;
 pub mod cli;
 pub mod config;
 pub mod decode;
 pub mod devnode;
-pub mod bench;
 pub mod exit;
 pub mod fetch;
 pub mod pipeline;

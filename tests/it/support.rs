@@ -12,7 +12,7 @@ use alloy_primitives::{hex, Address, B256};
 use logslice::devnode::{contracts, DevNode, DevNodeConfig, GroundTruth, TruthLog};
 use logslice::pipeline::{self, SyncReport, Target};
 use sqlx::sqlite::SqliteConnectOptions;
-use sqlx::{ConnectOptions, Connection, Row};
+use sqlx::{ConnectOptions, Row};
 use tokio_util::sync::CancellationToken;
 
 /// The key every test devnode accepts.
@@ -112,7 +112,7 @@ impl Workdir {
     ) -> PathBuf {
         let mut text = format!(
             "[node]\nurl = \"{url}\"\nrequests_per_second = 10000\nmax_retries = 12\ninitial_backoff = \"5ms\"\nmax_backoff = \"50ms\"\nrequest_timeout = \"5s\"\n{node_extra}\n\
-             [database]\nurl = \"sqlite://{}\"\n\n[sync]\ninitial_block_range = 500\n{sync_extra}\n",
+             [database]\nurl = \"sqlite://{}\"\n\n[sync]\n{sync_extra}\n",
             self.db().display()
         );
         for c in contracts {
@@ -301,7 +301,7 @@ pub async fn assert_db_matches_truth(
                 .collect();
             assert_eq!(rows.len(), wanted.len(), "row count of {table}");
             for (row, log) in rows.iter().zip(wanted) {
-                let fixed = vec![
+                let fixed = [
                     log.block_number.to_string(),
                     text_literal(&hx(log.block_hash)),
                     text_literal(&hx(log.transaction_hash)),
@@ -407,22 +407,6 @@ fn json_of(value: &DynSolValue) -> serde_json::Value {
         }
         other => panic!("the devnode encodes no {other:?}"),
     }
-}
-
-/// Counts rows of a table.
-pub async fn count(db: &Path, table: &str) -> i64 {
-    let mut conn = SqliteConnectOptions::new()
-        .filename(db)
-        .read_only(true)
-        .connect()
-        .await
-        .expect("open db");
-    let n = sqlx::query_scalar(&format!("SELECT count(*) FROM \"{table}\""))
-        .fetch_one(&mut conn)
-        .await
-        .expect("count");
-    conn.close().await.ok();
-    n
 }
 
 /// A contract's checkpoint.

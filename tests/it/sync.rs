@@ -52,14 +52,17 @@ async fn sync_resumes_from_the_checkpoint_without_refetching() {
         .expect("second sync");
     let served = node.stats().logs_served - served_before;
     let head = truth.head();
-    let new_logs = support::expected_logs(&truth, &all_contracts(), head)
+    // The misc contract's anonymous event forbids a topic0 filter, so every log of the four addresses above
+    // block 8,000 is served, once, and nothing at or below it.
+    let addresses: Vec<_> = all_contracts().iter().map(|c| c.address).collect();
+    let above = truth
+        .logs(8_001, head)
         .iter()
-        .filter(|(l, _)| l.block_number > 8_000)
+        .filter(|l| addresses.contains(&l.address))
         .count() as u64;
-    // Every log served in the second run is a log above the first run's target, and each one only once.
-    assert!(
-        served <= new_logs + 0,
-        "second run fetched {served} logs for {new_logs} new ones"
+    assert_eq!(
+        served, above,
+        "the second run fetched only blocks above the checkpoint"
     );
     assert_db_matches_truth(&work.db(), &truth, &all_contracts(), head).await;
     // A third run has nothing to do and changes nothing.
@@ -194,7 +197,7 @@ async fn a_sync_killed_with_sigkill_resumes_with_nothing_lost_or_duplicated() {
         .args(["sync", "--to", "39000", "--config"])
         .arg(&path)
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(std::fs::File::create(work.dir.path().join("stderr")).expect("stderr file"))
         .spawn()
         .expect("spawn logslice");
     // Wait (bounded) until it has fetched a good part of the chain, then kill it.
