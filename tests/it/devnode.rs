@@ -1299,3 +1299,39 @@ async fn the_cli_serves_until_its_token_fires() {
         .expect("task")
         .expect("clean exit");
 }
+
+/// Goal: a chain of 10,000,000 blocks is served lazily: its head, its blocks and its logs are answered at
+/// once, and a range too long to scan is refused by the time model rather than scanned.
+#[tokio::test]
+async fn a_ten_million_block_chain_is_served_without_materialising_it() {
+    let node = start(|cfg| cfg.chain.blocks = 10_000_000).await;
+    let truth = node.truth();
+    let latest = result(&node, "eth_getBlockByNumber", json!(["latest", false])).await;
+    assert_eq!(parse_quantity(&latest["number"]), 10_000_000);
+    let from = dense_block(&truth, 9_900_000);
+    assert_logs_are(
+        &result(&node, "eth_getLogs", logs_filter(from, from + 1)).await,
+        &truth.logs(from, from + 1),
+    );
+    // 10,000,000 blocks at the default 5 µs each are 50 s of modelled scanning: over the 10 s budget.
+    let (code, message) = error_of(&call(&node, "eth_getLogs", logs_filter(0, 10_000_000)).await);
+    assert_eq!(
+        (code, message.as_str()),
+        (-32005, "\"query timeout exceeded\"")
+    );
+    node.shutdown().await;
+}
+
+#[tokio::test]
+async fn over_websocket_a_server_error_becomes_32603() {
+    let node = start(|cfg| cfg.faults.http_5xx = 1.0).await;
+    let (mut socket, _) = tokio_tungstenite::connect_async(node.ws_url())
+        .await
+        .expect("connects");
+    let message = tungstenite::Message::Text(request("eth_chainId", json!([])).to_string().into());
+    socket.send(message).await.expect("send");
+    let answer = socket.next().await.expect("open").expect("frame");
+    let answer: Value = serde_json::from_str(answer.to_text().expect("text")).expect("JSON");
+    assert_eq!(error_of(&answer).0, -32603);
+    node.shutdown().await;
+}
