@@ -15,10 +15,7 @@ fn main() {
     if let Some(blocks) = args.next().and_then(|text| text.parse().ok()) {
         cfg.chain.blocks = blocks;
     }
-    let step: u64 = args
-        .next()
-        .and_then(|text| text.parse().ok())
-        .unwrap_or(1_000);
+    let step: u64 = args.next().and_then(|text| text.parse().ok()).unwrap_or(20);
 
     let started = Instant::now();
     let truth = GroundTruth::detached(&cfg);

@@ -274,8 +274,8 @@ impl Chain {
     /// The density class of the segment holding block `number`.
     pub(crate) fn density_of(&self, number: u64) -> Density {
         match hash3(self.params.seed, number / SEGMENT_LEN, 0, TAG_SEGMENT) % 1000 {
-            0..15 => Density::Dense,
-            15..300 => Density::Medium,
+            0..11 => Density::Dense,
+            11..300 => Density::Medium,
             _ => Density::Sparse,
         }
     }
