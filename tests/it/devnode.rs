@@ -1027,14 +1027,13 @@ async fn a_block_timer_produces_blocks() {
     })
     .await;
     let truth = node.truth();
+    let mut heads = truth.watch_head();
     // Waiting for the event (a new head), not for a time: the guard only bounds a broken timer.
-    tokio::time::timeout(GUARD, async {
-        while truth.head() < 12 {
-            tokio::task::yield_now().await;
-        }
-    })
-    .await
-    .expect("the timer produced blocks");
+    tokio::time::timeout(GUARD, heads.wait_for(|head| *head >= 12))
+        .await
+        .expect("guard")
+        .expect("the chain is alive");
+    assert!(truth.head() >= 12);
     node.shutdown().await;
 }
 
