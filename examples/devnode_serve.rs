@@ -6,7 +6,7 @@
 
 use std::time::Instant;
 
-use logslice::devnode::bench::{measure_in_process, measure_serve_rate};
+use logslice::devnode::bench::{measure_in_process, measure_log_serialisation, measure_serve_rate};
 use logslice::devnode::{DevNodeConfig, GroundTruth};
 
 fn main() {
@@ -53,6 +53,20 @@ fn main() {
         rate.elapsed,
         rate.logs_per_sec()
     );
+
+    let (hand_rolled, serde) = measure_log_serialisation(&cfg, 0, 40_000);
+    for (name, rate) in [
+        ("hand-rolled writer", hand_rolled),
+        ("serde_json derive", serde),
+    ] {
+        println!(
+            "serialisation only, {name}: {} logs, {} MB, {:.2?}: {:.0} logs/s",
+            rate.n_logs,
+            rate.n_bytes / 1_000_000,
+            rate.elapsed,
+            rate.logs_per_sec()
+        );
+    }
 
     let _ = rustls::crypto::ring::default_provider().install_default();
     let runtime = match tokio::runtime::Builder::new_current_thread()
