@@ -106,3 +106,73 @@ pub async fn measure_serve_rate(cfg: DevNodeConfig, step: u64) -> Result<ServeRa
         elapsed,
     })
 }
+
+/// Serialisation alone, two ways, over the canonical logs of `from..=to`: the hand-rolled writer the devnode
+/// uses, and `serde_json` over a `#[derive(Serialize)]` struct of alloy types (hex quantities as strings).
+/// Returns `(hand_rolled, serde)`; both produce the same JSON up to field order.
+pub fn measure_log_serialisation(
+    cfg: &DevNodeConfig,
+    from: u64,
+    to: u64,
+) -> (ServeRate, ServeRate) {
+    #[derive(serde::Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct SerdeLog<'a> {
+        address: alloy_primitives::Address,
+        topics: &'a [alloy_primitives::B256],
+        data: alloy_primitives::Bytes,
+        block_number: String,
+        transaction_hash: alloy_primitives::B256,
+        transaction_index: String,
+        block_hash: alloy_primitives::B256,
+        log_index: String,
+        removed: bool,
+    }
+    let chain = Chain::new(chain_params(cfg));
+    let logs = {
+        let state = chain.read();
+        chain.canonical_logs(&state, from, to, state.head)
+    };
+    let n_logs = logs.len() as u64;
+
+    let started = Instant::now();
+    let mut out = Vec::with_capacity(logs.len() * 700);
+    out.push(b'[');
+    for (log_idx, log) in logs.iter().enumerate() {
+        if log_idx > 0 {
+            out.push(b',');
+        }
+        super::json::log(&mut out, log, false);
+    }
+    out.push(b']');
+    let hand_rolled = ServeRate {
+        n_logs,
+        n_bytes: out.len() as u64,
+        n_requests: 1,
+        elapsed: started.elapsed(),
+    };
+
+    let started = Instant::now();
+    let serde_logs: Vec<SerdeLog<'_>> = logs
+        .iter()
+        .map(|log| SerdeLog {
+            address: log.address,
+            topics: &log.topics,
+            data: alloy_primitives::Bytes::copy_from_slice(&log.data),
+            block_number: format!("{:#x}", log.block_number),
+            transaction_hash: log.tx_hash,
+            transaction_index: format!("{:#x}", log.tx_index),
+            block_hash: log.block_hash,
+            log_index: format!("{:#x}", log.log_index),
+            removed: false,
+        })
+        .collect();
+    let n_bytes = serde_json::to_vec(&serde_logs).map_or(0, |bytes| bytes.len() as u64);
+    let serde = ServeRate {
+        n_logs,
+        n_bytes,
+        n_requests: 1,
+        elapsed: started.elapsed(),
+    };
+    (hand_rolled, serde)
+}

@@ -144,6 +144,8 @@ pub(crate) struct Chain {
     users: Vec<Address>,
     miner: Address,
     state: RwLock<ChainState>,
+    /// Publishes every new head, so tests and tasks can wait for one instead of polling.
+    head_tx: tokio::sync::watch::Sender<u64>,
 }
 
 impl Chain {
@@ -158,11 +160,13 @@ impl Chain {
             gens: BTreeMap::new(),
             orphans: VecDeque::new(),
         };
+        let (head_tx, _) = tokio::sync::watch::channel(params.initial_head);
         Self {
             params,
             users,
             miner,
             state: RwLock::new(state),
+            head_tx,
         }
     }
 
@@ -194,7 +198,13 @@ impl Chain {
                 }
             }
         }
+        self.head_tx.send_replace(state.head);
         state.head
+    }
+
+    /// A receiver of the head, updated by every [`Chain::mine`].
+    pub(crate) fn watch_head(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.head_tx.subscribe()
     }
 
     /// Replaces the top `depth` blocks (never the genesis) by a fork; returns the first replaced height.
@@ -274,8 +284,8 @@ impl Chain {
     /// The density class of the segment holding block `number`.
     pub(crate) fn density_of(&self, number: u64) -> Density {
         match hash3(self.params.seed, number / SEGMENT_LEN, 0, TAG_SEGMENT) % 1000 {
-            0..15 => Density::Dense,
-            15..300 => Density::Medium,
+            0..11 => Density::Dense,
+            11..300 => Density::Medium,
             _ => Density::Sparse,
         }
     }

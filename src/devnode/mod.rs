@@ -237,6 +237,12 @@ impl GroundTruth {
         self.chain.head()
     }
 
+    /// A receiver of the head, updated whenever blocks are produced (timer or [`DevNode::mine`]): wait with
+    /// `wait_for(|head| *head >= n)` instead of polling.
+    pub fn watch_head(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.chain.watch_head()
+    }
+
     /// The current `finalized` block (head minus the finalized depth).
     pub fn finalized(&self) -> u64 {
         self.head()
