@@ -15,6 +15,7 @@ use crate::pipeline::{self, Node};
 pub async fn run(cli: Cli, cancel: CancellationToken) -> u8 {
     match cli.command {
         Command::Sync(args) => sync(args, cancel).await,
+        Command::Run(args) => daemon(&args, cancel).await,
         Command::Check(args) => check(&args).await,
         Command::Bench(args) => match crate::bench::run(&args).await {
             Ok(report) => {
@@ -74,6 +75,24 @@ async fn sync(args: SyncArgs, cancel: CancellationToken) -> u8 {
             let code = exit::code(&err);
             tracing::error!("{}", error_chain(&err));
             code
+        }
+    }
+}
+
+async fn daemon(args: &ConfigArg, cancel: CancellationToken) -> u8 {
+    let config = match load(&args.config) {
+        Ok(config) => config,
+        Err(code) => return code,
+    };
+    match pipeline::run(&config, cancel).await {
+        Ok(_) => exit::OK,
+        Err(pipeline::Error::Interrupted) => {
+            tracing::info!("stopped; everything committed before the signal is intact");
+            exit::INTERRUPTED
+        }
+        Err(err) => {
+            tracing::error!("{}", error_chain(&err));
+            exit::code(&err)
         }
     }
 }

@@ -38,6 +38,8 @@ pub enum LogFormat {
 pub enum Command {
     /// Cron mode: index every configured event up to the target block, commit, and exit.
     Sync(SyncArgs),
+    /// Daemon: backfill, then follow the head (reorg-aware) until SIGINT/SIGTERM.
+    Run(ConfigArg),
     /// Validate the config, the ABIs, the database and the node without indexing.
     Check(ConfigArg),
     /// Serve the built-in simulated access service (for demos, tests and benchmarks).

@@ -18,3 +18,4 @@ pub mod planner;
 pub mod primitives;
 pub mod rpc;
 pub mod sink;
+pub mod follow;

@@ -12,17 +12,19 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use alloy_primitives::{Address, B256};
+use futures::StreamExt;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{Config, DatabaseUrl, Endpoint, NodeConfig, Transport};
+use crate::config::{Config, DatabaseUrl, Endpoint, Finality, NodeConfig, Transport};
 use crate::decode::EventDecoder;
 use crate::devnode::{DevNode, DevNodeConfig};
 use crate::fetch::{self, Fetched, Gate, GateConfig, OnSplit, Selection};
 use crate::planner::{Planner, PlannerConfig};
 use crate::primitives::{BlockNumber, BlockRange};
-use crate::rpc::{BlockTag, Client, ClientOptions};
-use crate::sink::{self, Batch, Checkpoint, ContractSpec, Sink, SqliteSink, TableSpec, TypedRow};
+use crate::follow;
+use crate::rpc::{self, BlockTag, Client, ClientOptions};
+use crate::sink::{TrackedBlock, self, Batch, Checkpoint, ContractSpec, Sink, SqliteSink, TableSpec, TypedRow};
 
 /// How far `sync` goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -275,9 +277,12 @@ pub async fn open_sink(config: &Config) -> Result<(Sink, String), Error> {
 }
 
 /// One configured contract at run time.
+#[derive(Debug, Clone)]
 struct Contract {
     name: String,
     addresses: Vec<Address>,
+    /// Its configured first block.
+    start_block: BlockNumber,
     /// First block not yet committed.
     next: BlockNumber,
     /// Indexes into `decoders`.
@@ -334,6 +339,7 @@ impl Job {
             contracts.push(Contract {
                 name: contract.name.clone(),
                 addresses: contract.addresses.clone(),
+                start_block: contract.start_block,
                 next: contract.start_block,
                 tables: table_idxs,
                 selectors,
@@ -364,14 +370,33 @@ impl Job {
     /// Creates the tables and moves every contract's next block past its checkpoint.
     async fn prepare(&mut self, sink: &mut Sink) -> Result<(), sink::Error> {
         sink.prepare(&self.tables, &self.specs).await?;
+        self.reload(sink).await
+    }
+
+    /// Sets every contract's next block from the checkpoints (after a commit elsewhere or a rollback).
+    async fn reload(&mut self, sink: &Sink) -> Result<(), sink::Error> {
         let checkpoints = sink.checkpoints().await?;
-        let contracts = Arc::get_mut(&mut self.contracts).expect("not shared before planning");
-        for contract in contracts {
-            if let Some(&cp) = checkpoints.get(&contract.name) {
-                contract.next = contract.next.max(cp + 1);
-            }
+        for contract in Arc::make_mut(&mut self.contracts) {
+            contract.next = checkpoints.get(&contract.name).map_or(contract.start_block, |&cp| contract.start_block.max(cp + 1));
         }
         Ok(())
+    }
+
+    /// Records that every contract that had joined by `end` is committed up to it.
+    fn advance(&mut self, end: BlockNumber) {
+        for contract in Arc::make_mut(&mut self.contracts) {
+            if contract.next <= end {
+                contract.next = end + 1;
+            }
+        }
+    }
+
+    /// What the bloom check looks for.
+    fn interests(&self) -> Vec<follow::Interest> {
+        self.contracts
+            .iter()
+            .flat_map(|c| c.addresses.iter().map(|a| follow::Interest { address: *a, topic0: c.selectors.clone() }))
+            .collect()
     }
 
     /// The first block any contract still needs, if it is at or below `target`.
@@ -401,110 +426,340 @@ impl Job {
     }
 }
 
-/// `logslice sync`: indexes every configured contract up to `target`, committing as it goes.
-///
-/// # Errors
-/// Any [`Error`]; what was committed before stays committed.
-pub async fn sync(
-    config: &Config,
-    target: Target,
-    cancel: CancellationToken,
-) -> Result<SyncReport, Error> {
-    let started = Instant::now();
-    let node = Node::connect(&config.node).await?;
-    let chain_id = node.chain_id().await?;
-    let (mut sink, db) = open_sink(config).await?;
-    let db_error = |source| Error::Database {
-        database: db.clone(),
-        source,
-    };
-    sink.check_chain_id(chain_id).await.map_err(db_error)?;
-    let mut job = Job::new(config)?;
-    job.prepare(&mut sink).await.map_err(db_error)?;
+/// An open job: node, database and what to index.
+struct Ctx<'a> {
+    config: &'a Config,
+    node: Node,
+    sink: Sink,
+    db: String,
+    job: Job,
+}
 
-    let target = node.resolve(target).await?;
-    let mut report = SyncReport {
-        target,
-        ..SyncReport::default()
-    };
-    let Some(start) = job.start(target) else {
-        tracing::info!(target, "every contract is already at or beyond the target");
-        sink.close().await;
-        report.elapsed = started.elapsed();
-        return Ok(report);
-    };
-    let plan = BlockRange::new(start, target).expect("start <= target");
-    tracing::info!(%plan, node = %node.display, database = %db, "syncing");
+/// What one step near the head achieved.
+enum Step {
+    /// Committed up to this block (or nothing to do).
+    Done,
+    /// The node's answers did not agree with each other (a lagging or changing backend): read again.
+    Retry(String),
+}
 
-    let (tx, mut rx) = mpsc::channel::<Fetched>(config.sync.max_queued_batches.max(1));
-    let fetch_cancel = cancel.child_token();
-    let fetcher = tokio::spawn(fetch::run(
-        node.client.clone(),
-        node.gate.clone(),
-        job.planner(config, plan),
-        job.selector(),
-        tx,
-        fetch_cancel.clone(),
-    ));
+impl<'a> Ctx<'a> {
+    async fn open(config: &'a Config) -> Result<Ctx<'a>, Error> {
+        let node = Node::connect(&config.node).await?;
+        let chain_id = node.chain_id().await?;
+        let (mut sink, db) = open_sink(config).await?;
+        let db_error = |source| Error::Database { database: db.clone(), source };
+        sink.check_chain_id(chain_id).await.map_err(db_error)?;
+        let mut job = Job::new(config)?;
+        job.prepare(&mut sink).await.map_err(db_error)?;
+        Ok(Ctx { config, node, sink, db, job })
+    }
 
-    let mut last_progress = Instant::now();
-    let written = async {
-        loop {
-            let first = tokio::select! {
-                _ = cancel.cancelled() => return Err(Error::Interrupted),
-                first = rx.recv() => first,
-            };
-            let Some(first) = first else { return Ok(()) };
-            // Gather what is already waiting, up to max_batch_logs, into one transaction.
-            let mut fetched = vec![first];
-            let mut n_logs = fetched[0].logs.len();
-            while n_logs < config.sync.max_batch_logs {
-                match rx.try_recv() {
-                    Ok(more) => {
-                        n_logs += more.logs.len();
-                        fetched.push(more);
-                    }
-                    Err(_) => break,
-                }
-            }
-            let batch = job.build_batch(fetched, &mut report)?;
-            sink.commit(&batch).await.map_err(db_error)?;
-            report.batches += 1;
-            report.logs += batch.logs.len() as u64;
-            report.typed_rows += batch.typed.len() as u64;
-            if last_progress.elapsed() >= Duration::from_secs(5) {
-                last_progress = Instant::now();
-                let end = batch.range.map_or(0, |r| r.end());
-                let rate = report.logs as f64 / started.elapsed().as_secs_f64().max(1e-3);
-                tracing::info!(
-                    checkpoint = end,
-                    target,
-                    logs = report.logs,
-                    logs_per_s = rate as u64,
-                    "progress"
-                );
+    fn db_error(&self) -> impl Fn(sink::Error) -> Error + '_ {
+        |source| Error::Database { database: self.db.clone(), source }
+    }
+
+    async fn header(&self, tag: BlockTag) -> Result<Option<rpc::Header>, Error> {
+        self.node.gate.run("eth_getBlockByNumber", OnSplit::Retry, || self.node.client.header(tag)).await.map_err(self.node.error())
+    }
+
+    /// The highest block that cannot be reorganised any more (`sync.finality`), never above `head`.
+    async fn finalized(&self, head: BlockNumber) -> Result<BlockNumber, Error> {
+        match self.config.sync.finality {
+            Finality::Confirmations(n) => Ok(head.saturating_sub(n)),
+            Finality::Finalized => {
+                let header = self.header(BlockTag::Finalized).await?;
+                Ok(header.map_or(0, |h| h.number).min(head))
             }
         }
     }
-    .await;
-    // Stop the fetcher whatever happened, then prefer its error (the writer only saw the channel close).
-    fetch_cancel.cancel();
-    let fetched = fetcher.await.expect("the fetch task does not panic");
-    node.add_stats(&mut report);
+
+    /// Compares the newest remembered block with the node; on a mismatch, rolls back to the common
+    /// ancestor. This is how a reorg that happened while logslice was down is repaired at start.
+    async fn reconcile(&mut self) -> Result<(), Error> {
+        let tracked = self.sink.tracked_blocks().await.map_err(self.db_error())?;
+        let Some(top) = tracked.values().next_back().copied() else { return Ok(()) };
+        match self.header(BlockTag::Number(top.number)).await? {
+            Some(header) if header.hash != top.hash => self.rollback_to_ancestor().await,
+            // Same hash: nothing happened. Unknown to the node: it lags behind us; wait for it.
+            _ => Ok(()),
+        }
+    }
+
+    /// Walks back through the remembered blocks to the newest one the node still has, and rolls back to it.
+    async fn rollback_to_ancestor(&mut self) -> Result<(), Error> {
+        let tracked = self.sink.tracked_blocks().await.map_err(self.db_error())?;
+        let top = tracked.values().next_back().map_or(0, |b| b.number);
+        for candidate in follow::ancestor_candidates(&tracked) {
+            let header = self.header(BlockTag::Number(candidate.number)).await?;
+            if header.is_some_and(|h| h.hash == candidate.hash) {
+                let depth = top - candidate.number;
+                let note = format!("rolled back {depth} blocks to {} ({})", candidate.number, candidate.hash);
+                let removed = self.sink.rollback(candidate.number, &note).await.map_err(self.db_error())?;
+                tracing::info!(depth, ancestor = candidate.number, logs = removed.logs, typed_rows = removed.typed_rows, "reorg: rolled back");
+                self.job.reload(&self.sink).await.map_err(self.db_error())?;
+                return Ok(());
+            }
+        }
+        let (low, high) = (tracked.keys().next().copied().unwrap_or(0), top);
+        Err(Error::NodeData(format!(
+            "reorg deeper than the tracked window: none of the {} remembered blocks {low}..={high} is on the node's chain any more \
+             (a block at or below finality changed, or the reorg is deeper than sync.max_reorg_depth = {}); \
+             re-index into a new database, or raise sync.max_reorg_depth",
+            tracked.len(),
+            self.config.sync.max_reorg_depth
+        )))
+    }
+
+    /// Indexes every contract up to `end` (at or below finality) through the concurrent range pipeline.
+    async fn backfill(&mut self, end: BlockNumber, cancel: &CancellationToken, report: &mut SyncReport) -> Result<(), Error> {
+        let Some(start) = self.job.start(end) else { return Ok(()) };
+        let plan = BlockRange::new(start, end).expect("start <= end");
+        tracing::info!(%plan, node = %self.node.display, database = %self.db, "backfilling");
+        let config = self.config;
+        let (tx, mut rx) = mpsc::channel::<Fetched>(config.sync.max_queued_batches.max(1));
+        let fetch_cancel = cancel.child_token();
+        let fetcher = tokio::spawn(fetch::run(
+            self.node.client.clone(),
+            self.node.gate.clone(),
+            self.job.planner(config, plan),
+            self.job.selector(),
+            tx,
+            fetch_cancel.clone(),
+        ));
+        let started = Instant::now();
+        let mut last_progress = Instant::now();
+        let (job, sink, db) = (&self.job, &mut self.sink, &self.db);
+        let written = async {
+            loop {
+                let first = tokio::select! {
+                    _ = cancel.cancelled() => return Err(Error::Interrupted),
+                    first = rx.recv() => first,
+                };
+                let Some(first) = first else { return Ok(()) };
+                // Gather what is already waiting, up to max_batch_logs, into one transaction.
+                let mut fetched = vec![first];
+                let mut n_logs = fetched[0].logs.len();
+                while n_logs < config.sync.max_batch_logs {
+                    match rx.try_recv() {
+                        Ok(more) => {
+                            n_logs += more.logs.len();
+                            fetched.push(more);
+                        }
+                        Err(_) => break,
+                    }
+                }
+                let batch = job.build_batch(fetched, report)?;
+                sink.commit(&batch).await.map_err(|source| Error::Database { database: db.clone(), source })?;
+                report.batches += 1;
+                report.logs += batch.logs.len() as u64;
+                report.typed_rows += batch.typed.len() as u64;
+                if last_progress.elapsed() >= Duration::from_secs(5) {
+                    last_progress = Instant::now();
+                    let checkpoint = batch.range.map_or(0, |r| r.end());
+                    let rate = report.logs as f64 / started.elapsed().as_secs_f64().max(1e-3);
+                    tracing::info!(checkpoint, target = end, logs = report.logs, logs_per_s = rate as u64, "progress");
+                }
+            }
+        }
+        .await;
+        // Stop the fetcher whatever happened, then prefer its error (the writer only saw the channel close).
+        fetch_cancel.cancel();
+        let fetched = fetcher.await.expect("the fetch task does not panic");
+        match (written, fetched) {
+            (Err(err), _) => Err(err),
+            (Ok(()), Err(err)) => Err(self.node.error()(err)),
+            (Ok(()), Ok(())) => {
+                self.job.advance(end);
+                Ok(())
+            }
+        }
+    }
+
+    /// Indexes blocks above finality up to `end`, remembering their hashes: headers first (they must link
+    /// to what the database holds, or it is a reorg), then the logs, which are committed only if their block
+    /// hashes are those headers' and no block whose bloom promises a log came back empty.
+    async fn near_head(&mut self, end: BlockNumber, report: &mut SyncReport) -> Result<Step, Error> {
+        let Some(start) = self.job.start(end) else { return Ok(Step::Done) };
+        let tracked = self.sink.tracked_blocks().await.map_err(self.db_error())?;
+        let anchor = match start.checked_sub(1) {
+            None => None,
+            Some(before) => match tracked.get(&before) {
+                Some(block) => Some(block.hash),
+                // Below what we track: final, so the node's answer is the truth.
+                None => self.header(BlockTag::Number(before)).await?.map(|h| h.hash),
+            },
+        };
+        let max_concurrency = self.config.node.max_concurrency.max(1);
+        let mut headers = Vec::new();
+        let this = &*self;
+        let mut numbers = futures::stream::iter(start..=end)
+            .map(|n| async move { (n, this.header(BlockTag::Number(n)).await) })
+            .buffered(max_concurrency);
+        while let Some((n, header)) = numbers.next().await {
+            match header? {
+                Some(h) if h.number == n => headers.push(h),
+                // The node has not seen this block yet (a lagging replica, or a head that went backwards):
+                // never advance past it.
+                _ => break,
+            }
+        }
+        drop(numbers);
+        let Some(last) = headers.last().map(|h| h.number) else {
+            return Ok(Step::Retry(format!("the node does not know block {start} yet")));
+        };
+        match follow::check_headers(anchor, &headers) {
+            follow::Decision::Extend => {}
+            follow::Decision::Reorg => {
+                self.rollback_to_ancestor().await?;
+                return Ok(Step::Retry("reorg".into()));
+            }
+            follow::Decision::Retry => return Ok(Step::Retry("headers do not link (the node changed while read)".into())),
+        }
+        let range = BlockRange::new(start, last).expect("start <= last");
+        let selection = self.job.selector()(range);
+        let filter = rpc::LogFilter { blocks: rpc::Blocks::Range(range), addresses: selection.addresses.clone(), topic0: selection.topic0.clone() };
+        let logs = match self.node.gate.run("eth_getLogs", OnSplit::Return, || self.node.client.get_logs(&filter)).await {
+            Ok(logs) => logs,
+            // Near the head a range is short; a split answer here means a dense block: fetch block by block.
+            Err(fetch::Error::Split(_)) => {
+                let mut logs = Vec::new();
+                for block in start..=last {
+                    let part = fetch::fetch_block_by_filters(&self.node.client, &self.node.gate, block, selection.clone())
+                        .await
+                        .map_err(self.node.error())?;
+                    logs.extend(part);
+                }
+                logs
+            }
+            Err(err) => return Err(self.node.error()(err)),
+        };
+        let hash_of: HashMap<BlockNumber, B256> = headers.iter().map(|h| (h.number, h.hash)).collect();
+        let mut removed = Vec::new();
+        let mut kept = Vec::with_capacity(logs.len());
+        for log in logs {
+            if log.removed {
+                removed.push((log.block_hash, log.log_index));
+                continue;
+            }
+            if hash_of.get(&log.block_number) != Some(&log.block_hash) {
+                return Ok(Step::Retry(format!("a log of block {} carries hash {}, not the header's", log.block_number, log.block_hash)));
+            }
+            kept.push(log);
+        }
+        let mut with_logs: Vec<BlockNumber> = kept.iter().map(|l| l.block_number).collect();
+        with_logs.dedup();
+        for suspect in follow::suspicious_empty_blocks(&headers, &with_logs, &self.job.interests()) {
+            // Ask again for exactly that block by hash; if logs appear, the first answer was stale.
+            let pinned = rpc::LogFilter { blocks: rpc::Blocks::Hash(hash_of[&suspect]), addresses: selection.addresses.clone(), topic0: selection.topic0.clone() };
+            let again = self.node.gate.run("eth_getLogs", OnSplit::Return, || self.node.client.get_logs(&pinned)).await.map_err(self.node.error())?;
+            if again.iter().any(|l| !l.removed) {
+                return Ok(Step::Retry(format!("block {suspect} came back empty although its bloom says it has logs")));
+            }
+        }
+        let mut batch = self.job.build_batch(vec![Fetched { range, logs: kept }], report)?;
+        batch.blocks = headers.iter().map(|h| TrackedBlock { number: h.number, hash: h.hash, parent_hash: h.parent_hash }).collect();
+        batch.forget_blocks_below = Some(last.saturating_sub(self.config.sync.max_reorg_depth));
+        batch.removed = removed;
+        self.sink.commit(&batch).await.map_err(self.db_error())?;
+        report.batches += 1;
+        report.logs += batch.logs.len() as u64;
+        report.typed_rows += batch.typed.len() as u64;
+        self.job.advance(last);
+        Ok(Step::Done)
+    }
+
+    /// Backfills to finality, then steps near the head up to `end`, retrying a bounded number of times.
+    async fn catch_up(&mut self, end: BlockNumber, attempts: u32, cancel: &CancellationToken, report: &mut SyncReport) -> Result<(), Error> {
+        let head = end;
+        let finalized = self.finalized(head).await?.min(end);
+        self.backfill(finalized, cancel, report).await?;
+        let mut last_problem = String::new();
+        for _ in 0..attempts {
+            if cancel.is_cancelled() {
+                return Err(Error::Interrupted);
+            }
+            if self.job.start(end).is_none() {
+                return Ok(());
+            }
+            match self.near_head(end, report).await? {
+                Step::Done => {}
+                Step::Retry(why) => {
+                    tracing::debug!(%why, "reading the head again");
+                    last_problem = why;
+                    tokio::select! {
+                        _ = cancel.cancelled() => return Err(Error::Interrupted),
+                        _ = tokio::time::sleep(self.config.node.initial_backoff) => {}
+                    }
+                }
+            }
+        }
+        if self.job.start(end).is_none() {
+            Ok(())
+        } else {
+            Err(Error::Node {
+                node: self.node.display.clone(),
+                source: fetch::Error::Inconsistent(format!("could not reach block {end} consistently: {last_problem}")),
+            })
+        }
+    }
+}
+
+/// `logslice sync`: indexes every configured contract up to `target`, committing as it goes. Blocks above
+/// finality get the same reorg protection as in `run`.
+///
+/// # Errors
+/// Any [`Error`]; what was committed before stays committed.
+pub async fn sync(config: &Config, target: Target, cancel: CancellationToken) -> Result<SyncReport, Error> {
+    let started = Instant::now();
+    let mut ctx = Ctx::open(config).await?;
+    ctx.reconcile().await?;
+    let target = ctx.node.resolve(target).await?;
+    let mut report = SyncReport { target, ..SyncReport::default() };
+    ctx.catch_up(target, 16, &cancel, &mut report).await?;
+    ctx.node.add_stats(&mut report);
     report.elapsed = started.elapsed();
-    match (written, fetched) {
-        (Err(Error::Interrupted), _) => Err(Error::Interrupted),
-        (Err(err), _) => Err(err),
-        (Ok(()), Err(err)) => Err(node.error()(err)),
-        (Ok(()), Ok(())) => {
-            sink.close().await;
-            tracing::info!(
-                target,
-                logs = report.logs,
-                secs = report.elapsed.as_secs_f64(),
-                "synced"
-            );
-            Ok(report)
+    tracing::info!(target, logs = report.logs, secs = report.elapsed.as_secs_f64(), "synced");
+    ctx.sink.close().await;
+    Ok(report)
+}
+
+/// `logslice run`: backfills, then follows the head every `sync.poll_interval`, rolling back reorgs, until
+/// `cancel` fires.
+///
+/// # Errors
+/// [`Error::Interrupted`] on shutdown (everything committed before it is intact), or any other [`Error`].
+pub async fn run(config: &Config, cancel: CancellationToken) -> Result<SyncReport, Error> {
+    let started = Instant::now();
+    let mut ctx = Ctx::open(config).await?;
+    let mut report = SyncReport::default();
+    let mut caught_up = false;
+    loop {
+        ctx.reconcile().await?;
+        let head = ctx.node.resolve(Target::Latest).await?;
+        // A node whose head went backwards (a lagging replica) gives nothing to do until it catches up.
+        if ctx.job.start(head).is_some() {
+            match ctx.catch_up(head, 1, &cancel, &mut report).await {
+                Ok(()) => {
+                    report.target = head;
+                    if !caught_up {
+                        caught_up = true;
+                        tracing::info!(head, secs = started.elapsed().as_secs_f64(), "caught up; following the head");
+                    }
+                }
+                // A head that could not be read consistently this time is read again next poll.
+                Err(Error::Node { source: fetch::Error::Inconsistent(why), .. }) => tracing::debug!(%why, "head not consistent yet"),
+                Err(err) => return Err(err),
+            }
+        }
+        ctx.node.add_stats(&mut report);
+        report.elapsed = started.elapsed();
+        tokio::select! {
+            _ = cancel.cancelled() => {
+                ctx.sink.close().await;
+                return Err(Error::Interrupted);
+            }
+            _ = tokio::time::sleep(config.sync.poll_interval) => {}
         }
     }
 }

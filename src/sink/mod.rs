@@ -8,7 +8,7 @@ mod sqlite;
 
 use std::collections::HashMap;
 
-use alloy_primitives::Address;
+use alloy_primitives::{Address, B256};
 
 use crate::decode::{Column, Value};
 use crate::primitives::{BlockNumber, BlockRange, Log};
@@ -101,6 +101,34 @@ pub struct Batch {
     pub typed: Vec<TypedRow>,
     /// Checkpoints moved by this batch.
     pub checkpoints: Vec<Checkpoint>,
+    /// Blocks above finality to remember (hash and parent), so a later reorg is detected.
+    pub blocks: Vec<TrackedBlock>,
+    /// Remembered blocks below this number are forgotten (they are final now).
+    pub forget_blocks_below: Option<BlockNumber>,
+    /// Logs the node reported `removed: true`: deleted if present, never inserted.
+    pub removed: Vec<(B256, u64)>,
+}
+
+/// A block above finality whose hash the database keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TrackedBlock {
+    /// Number.
+    pub number: BlockNumber,
+    /// Hash.
+    pub hash: B256,
+    /// Parent hash.
+    pub parent_hash: B256,
+}
+
+/// What a rollback removed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RollbackReport {
+    /// Raw log rows deleted.
+    pub logs: u64,
+    /// Typed rows deleted.
+    pub typed_rows: u64,
+    /// Remembered blocks forgotten.
+    pub blocks: u64,
 }
 
 /// The storage backend.
@@ -155,6 +183,27 @@ impl Sink {
     pub async fn commit(&mut self, batch: &Batch) -> Result<(), Error> {
         match self {
             Sink::Sqlite(s) => s.commit(batch).await,
+        }
+    }
+
+    /// The remembered blocks above finality, by number.
+    ///
+    /// # Errors
+    /// [`Error::Query`].
+    pub async fn tracked_blocks(&self) -> Result<std::collections::BTreeMap<BlockNumber, TrackedBlock>, Error> {
+        match self {
+            Sink::Sqlite(s) => s.tracked_blocks().await,
+        }
+    }
+
+    /// Rolls back to `ancestor`: deletes raw and typed rows of later blocks, moves checkpoints above it back
+    /// to it, forgets later blocks and records the reorg, all in one transaction.
+    ///
+    /// # Errors
+    /// [`Error::Query`]; nothing is then changed.
+    pub async fn rollback(&mut self, ancestor: BlockNumber, note: &str) -> Result<RollbackReport, Error> {
+        match self {
+            Sink::Sqlite(s) => s.rollback(ancestor, note).await,
         }
     }
 

@@ -1,7 +1,7 @@
 //! The SQLite backend: WAL, `synchronous = NORMAL`, a busy timeout, one writer connection; multi-row
 //! `INSERT ... ON CONFLICT DO NOTHING` in chunks under SQLite's bind limit.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::str::FromStr;
 use std::time::Duration;
@@ -10,9 +10,9 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use sqlx::{QueryBuilder, Row, Sqlite, SqlitePool};
 
 use crate::decode::{ColumnKind, Value};
-use crate::primitives::{BlockNumber, Log};
+use crate::primitives::{BlockNumber, Log, B256};
 
-use super::{hex, migrate, query_error, to_i64, Batch, ContractSpec, Error, TableSpec};
+use super::{hex, migrate, query_error, to_i64, Batch, ContractSpec, Error, RollbackReport, TableSpec, TrackedBlock};
 
 /// SQLite's default limit on bound parameters per statement is 32,766; stay well under it while keeping
 /// statements large enough that per-statement overhead does not dominate.
@@ -273,6 +273,42 @@ impl SqliteSink {
                     .map_err(query_error("inserting typed rows"))?;
             }
         }
+        for (block_hash, log_index) in &batch.removed {
+            let (hash, idx) = (hex::encode(block_hash), to_i64(*log_index));
+            sqlx::query("DELETE FROM logs WHERE block_hash = ? AND log_index = ?")
+                .bind(&hash)
+                .bind(idx)
+                .execute(&mut *tx)
+                .await
+                .map_err(query_error("deleting a removed log"))?;
+            for table in &self.tables {
+                sqlx::query(&format!("DELETE FROM \"{}\" WHERE block_hash = ? AND log_index = ?", table.name))
+                    .bind(&hash)
+                    .bind(idx)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(query_error("deleting a removed log"))?;
+            }
+        }
+        for block in &batch.blocks {
+            sqlx::query(
+                "INSERT INTO block_hashes (block_number, block_hash, parent_hash) VALUES (?, ?, ?) \
+                 ON CONFLICT (block_number) DO UPDATE SET block_hash = excluded.block_hash, parent_hash = excluded.parent_hash",
+            )
+            .bind(to_i64(block.number))
+            .bind(hex::encode(block.hash))
+            .bind(hex::encode(block.parent_hash))
+            .execute(&mut *tx)
+            .await
+            .map_err(query_error("remembering a block hash"))?;
+        }
+        if let Some(below) = batch.forget_blocks_below {
+            sqlx::query("DELETE FROM block_hashes WHERE block_number < ?")
+                .bind(to_i64(below))
+                .execute(&mut *tx)
+                .await
+                .map_err(query_error("forgetting final block hashes"))?;
+        }
         for checkpoint in &batch.checkpoints {
             sqlx::query(
                 "INSERT INTO checkpoints (contract, block_number) VALUES (?, ?) \
@@ -285,6 +321,66 @@ impl SqliteSink {
             .map_err(query_error("moving a checkpoint"))?;
         }
         tx.commit().await.map_err(query_error("committing a batch"))
+    }
+
+    pub(super) async fn tracked_blocks(&self) -> Result<BTreeMap<BlockNumber, TrackedBlock>, Error> {
+        let rows: Vec<(i64, String, String)> =
+            sqlx::query_as("SELECT block_number, block_hash, parent_hash FROM block_hashes ORDER BY block_number")
+                .fetch_all(&self.pool)
+                .await
+                .map_err(query_error("reading block hashes"))?;
+        rows.into_iter()
+            .map(|(number, hash, parent)| {
+                let parse = |text: &str| {
+                    hex::decode(text)
+                        .ok()
+                        .filter(|b| b.len() == 32)
+                        .map(|b| B256::from_slice(&b))
+                        .ok_or_else(|| Error::Mismatch(format!("block_hashes holds {text:?}, not a 32-byte hash")))
+                };
+                let number = u64::try_from(number).unwrap_or(0);
+                Ok((number, TrackedBlock { number, hash: parse(&hash)?, parent_hash: parse(&parent)? }))
+            })
+            .collect()
+    }
+
+    pub(super) async fn rollback(&mut self, ancestor: BlockNumber, note: &str) -> Result<RollbackReport, Error> {
+        let mut tx = self.pool.begin().await.map_err(query_error("starting a rollback"))?;
+        let above = to_i64(ancestor);
+        let logs = sqlx::query("DELETE FROM logs WHERE block_number > ?")
+            .bind(above)
+            .execute(&mut *tx)
+            .await
+            .map_err(query_error("rolling back raw logs"))?
+            .rows_affected();
+        let mut typed_rows = 0;
+        for table in &self.tables {
+            typed_rows += sqlx::query(&format!("DELETE FROM \"{}\" WHERE block_number > ?", table.name))
+                .bind(above)
+                .execute(&mut *tx)
+                .await
+                .map_err(query_error("rolling back typed rows"))?
+                .rows_affected();
+        }
+        let blocks = sqlx::query("DELETE FROM block_hashes WHERE block_number > ?")
+            .bind(above)
+            .execute(&mut *tx)
+            .await
+            .map_err(query_error("forgetting orphaned blocks"))?
+            .rows_affected();
+        sqlx::query("UPDATE checkpoints SET block_number = ? WHERE block_number > ?")
+            .bind(above)
+            .bind(above)
+            .execute(&mut *tx)
+            .await
+            .map_err(query_error("moving checkpoints back"))?;
+        sqlx::query("INSERT INTO meta (key, value) VALUES ('last_reorg', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value")
+            .bind(note)
+            .execute(&mut *tx)
+            .await
+            .map_err(query_error("recording the reorg"))?;
+        tx.commit().await.map_err(query_error("committing a rollback"))?;
+        Ok(RollbackReport { logs, typed_rows, blocks })
     }
 
     pub(super) async fn close(self) {
