@@ -12,19 +12,20 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use alloy_primitives::{Address, B256};
-use futures::StreamExt;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, DatabaseUrl, Endpoint, Finality, NodeConfig, Transport};
 use crate::decode::EventDecoder;
 use crate::devnode::{DevNode, DevNodeConfig};
 use crate::fetch::{self, Fetched, Gate, GateConfig, OnSplit, Selection};
+use crate::follow;
 use crate::planner::{Planner, PlannerConfig};
 use crate::primitives::{BlockNumber, BlockRange};
-use crate::follow;
 use crate::rpc::{self, BlockTag, Client, ClientOptions};
-use crate::sink::{TrackedBlock, self, Batch, Checkpoint, ContractSpec, Sink, SqliteSink, TableSpec, TypedRow};
+use crate::sink::{
+    self, Batch, Checkpoint, ContractSpec, Sink, SqliteSink, TableSpec, TrackedBlock, TypedRow,
+};
 
 /// How far `sync` goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -377,7 +378,9 @@ impl Job {
     async fn reload(&mut self, sink: &Sink) -> Result<(), sink::Error> {
         let checkpoints = sink.checkpoints().await?;
         for contract in Arc::make_mut(&mut self.contracts) {
-            contract.next = checkpoints.get(&contract.name).map_or(contract.start_block, |&cp| contract.start_block.max(cp + 1));
+            contract.next = checkpoints
+                .get(&contract.name)
+                .map_or(contract.start_block, |&cp| contract.start_block.max(cp + 1));
         }
         Ok(())
     }
@@ -395,7 +398,12 @@ impl Job {
     fn interests(&self) -> Vec<follow::Interest> {
         self.contracts
             .iter()
-            .flat_map(|c| c.addresses.iter().map(|a| follow::Interest { address: *a, topic0: c.selectors.clone() }))
+            .flat_map(|c| {
+                c.addresses.iter().map(|a| follow::Interest {
+                    address: *a,
+                    topic0: c.selectors.clone(),
+                })
+            })
             .collect()
     }
 
@@ -433,6 +441,9 @@ struct Ctx<'a> {
     sink: Sink,
     db: String,
     job: Job,
+    /// The lowest checkpoint of all contracts, published after every commit and rollback (tests and
+    /// observers wait on it instead of sleeping).
+    progress: watch::Sender<Option<BlockNumber>>,
 }
 
 /// What one step near the head achieved.
@@ -448,19 +459,50 @@ impl<'a> Ctx<'a> {
         let node = Node::connect(&config.node).await?;
         let chain_id = node.chain_id().await?;
         let (mut sink, db) = open_sink(config).await?;
-        let db_error = |source| Error::Database { database: db.clone(), source };
+        let db_error = |source| Error::Database {
+            database: db.clone(),
+            source,
+        };
         sink.check_chain_id(chain_id).await.map_err(db_error)?;
         let mut job = Job::new(config)?;
         job.prepare(&mut sink).await.map_err(db_error)?;
-        Ok(Ctx { config, node, sink, db, job })
+        let progress = watch::Sender::new(None);
+        Ok(Ctx {
+            config,
+            node,
+            sink,
+            db,
+            job,
+            progress,
+        })
+    }
+
+    fn publish(&self) {
+        let lowest = self
+            .job
+            .contracts
+            .iter()
+            .map(|c| c.next)
+            .min()
+            .and_then(|next| next.checked_sub(1));
+        self.progress.send_replace(lowest);
     }
 
     fn db_error(&self) -> impl Fn(sink::Error) -> Error + '_ {
-        |source| Error::Database { database: self.db.clone(), source }
+        |source| Error::Database {
+            database: self.db.clone(),
+            source,
+        }
     }
 
     async fn header(&self, tag: BlockTag) -> Result<Option<rpc::Header>, Error> {
-        self.node.gate.run("eth_getBlockByNumber", OnSplit::Retry, || self.node.client.header(tag)).await.map_err(self.node.error())
+        self.node
+            .gate
+            .run("eth_getBlockByNumber", OnSplit::Retry, || {
+                self.node.client.header(tag)
+            })
+            .await
+            .map_err(self.node.error())
     }
 
     /// The highest block that cannot be reorganised any more (`sync.finality`), never above `head`.
@@ -478,7 +520,9 @@ impl<'a> Ctx<'a> {
     /// ancestor. This is how a reorg that happened while logslice was down is repaired at start.
     async fn reconcile(&mut self) -> Result<(), Error> {
         let tracked = self.sink.tracked_blocks().await.map_err(self.db_error())?;
-        let Some(top) = tracked.values().next_back().copied() else { return Ok(()) };
+        let Some(top) = tracked.values().next_back().copied() else {
+            return Ok(());
+        };
         match self.header(BlockTag::Number(top.number)).await? {
             Some(header) if header.hash != top.hash => self.rollback_to_ancestor().await,
             // Same hash: nothing happened. Unknown to the node: it lags behind us; wait for it.
@@ -494,10 +538,24 @@ impl<'a> Ctx<'a> {
             let header = self.header(BlockTag::Number(candidate.number)).await?;
             if header.is_some_and(|h| h.hash == candidate.hash) {
                 let depth = top - candidate.number;
-                let note = format!("rolled back {depth} blocks to {} ({})", candidate.number, candidate.hash);
-                let removed = self.sink.rollback(candidate.number, &note).await.map_err(self.db_error())?;
-                tracing::info!(depth, ancestor = candidate.number, logs = removed.logs, typed_rows = removed.typed_rows, "reorg: rolled back");
+                let note = format!(
+                    "rolled back {depth} blocks to {} ({})",
+                    candidate.number, candidate.hash
+                );
+                let removed = self
+                    .sink
+                    .rollback(candidate.number, &note)
+                    .await
+                    .map_err(self.db_error())?;
+                tracing::info!(
+                    depth,
+                    ancestor = candidate.number,
+                    logs = removed.logs,
+                    typed_rows = removed.typed_rows,
+                    "reorg: rolled back"
+                );
                 self.job.reload(&self.sink).await.map_err(self.db_error())?;
+                self.publish();
                 return Ok(());
             }
         }
@@ -512,8 +570,15 @@ impl<'a> Ctx<'a> {
     }
 
     /// Indexes every contract up to `end` (at or below finality) through the concurrent range pipeline.
-    async fn backfill(&mut self, end: BlockNumber, cancel: &CancellationToken, report: &mut SyncReport) -> Result<(), Error> {
-        let Some(start) = self.job.start(end) else { return Ok(()) };
+    async fn backfill(
+        &mut self,
+        end: BlockNumber,
+        cancel: &CancellationToken,
+        report: &mut SyncReport,
+    ) -> Result<(), Error> {
+        let Some(start) = self.job.start(end) else {
+            return Ok(());
+        };
         let plan = BlockRange::new(start, end).expect("start <= end");
         tracing::info!(%plan, node = %self.node.display, database = %self.db, "backfilling");
         let config = self.config;
@@ -550,7 +615,12 @@ impl<'a> Ctx<'a> {
                     }
                 }
                 let batch = job.build_batch(fetched, report)?;
-                sink.commit(&batch).await.map_err(|source| Error::Database { database: db.clone(), source })?;
+                sink.commit(&batch)
+                    .await
+                    .map_err(|source| Error::Database {
+                        database: db.clone(),
+                        source,
+                    })?;
                 report.batches += 1;
                 report.logs += batch.logs.len() as u64;
                 report.typed_rows += batch.typed.len() as u64;
@@ -558,7 +628,13 @@ impl<'a> Ctx<'a> {
                     last_progress = Instant::now();
                     let checkpoint = batch.range.map_or(0, |r| r.end());
                     let rate = report.logs as f64 / started.elapsed().as_secs_f64().max(1e-3);
-                    tracing::info!(checkpoint, target = end, logs = report.logs, logs_per_s = rate as u64, "progress");
+                    tracing::info!(
+                        checkpoint,
+                        target = end,
+                        logs = report.logs,
+                        logs_per_s = rate as u64,
+                        "progress"
+                    );
                 }
             }
         }
@@ -571,6 +647,7 @@ impl<'a> Ctx<'a> {
             (Ok(()), Err(err)) => Err(self.node.error()(err)),
             (Ok(()), Ok(())) => {
                 self.job.advance(end);
+                self.publish();
                 Ok(())
             }
         }
@@ -579,8 +656,14 @@ impl<'a> Ctx<'a> {
     /// Indexes blocks above finality up to `end`, remembering their hashes: headers first (they must link
     /// to what the database holds, or it is a reorg), then the logs, which are committed only if their block
     /// hashes are those headers' and no block whose bloom promises a log came back empty.
-    async fn near_head(&mut self, end: BlockNumber, report: &mut SyncReport) -> Result<Step, Error> {
-        let Some(start) = self.job.start(end) else { return Ok(Step::Done) };
+    async fn near_head(
+        &mut self,
+        end: BlockNumber,
+        report: &mut SyncReport,
+    ) -> Result<Step, Error> {
+        let Some(start) = self.job.start(end) else {
+            return Ok(Step::Done);
+        };
         let tracked = self.sink.tracked_blocks().await.map_err(self.db_error())?;
         let anchor = match start.checked_sub(1) {
             None => None,
@@ -592,21 +675,27 @@ impl<'a> Ctx<'a> {
         };
         let max_concurrency = self.config.node.max_concurrency.max(1);
         let mut headers = Vec::new();
-        let this = &*self;
-        let mut numbers = futures::stream::iter(start..=end)
-            .map(|n| async move { (n, this.header(BlockTag::Number(n)).await) })
-            .buffered(max_concurrency);
-        while let Some((n, header)) = numbers.next().await {
-            match header? {
-                Some(h) if h.number == n => headers.push(h),
-                // The node has not seen this block yet (a lagging replica, or a head that went backwards):
-                // never advance past it.
-                _ => break,
+        // Read the headers `max_concurrency` at a time, in order; stop at the first the node does not have
+        // (a lagging replica, or a head that went backwards): never advance past it.
+        let mut next = start;
+        'read: while next <= end {
+            let chunk_end = end.min(next + max_concurrency as u64 - 1);
+            let chunk = futures::future::join_all(
+                (next..=chunk_end).map(|n| self.header(BlockTag::Number(n))),
+            )
+            .await;
+            for (n, header) in (next..=chunk_end).zip(chunk) {
+                match header? {
+                    Some(h) if h.number == n => headers.push(h),
+                    _ => break 'read,
+                }
             }
+            next = chunk_end + 1;
         }
-        drop(numbers);
         let Some(last) = headers.last().map(|h| h.number) else {
-            return Ok(Step::Retry(format!("the node does not know block {start} yet")));
+            return Ok(Step::Retry(format!(
+                "the node does not know block {start} yet"
+            )));
         };
         match follow::check_headers(anchor, &headers) {
             follow::Decision::Extend => {}
@@ -614,27 +703,48 @@ impl<'a> Ctx<'a> {
                 self.rollback_to_ancestor().await?;
                 return Ok(Step::Retry("reorg".into()));
             }
-            follow::Decision::Retry => return Ok(Step::Retry("headers do not link (the node changed while read)".into())),
+            follow::Decision::Retry => {
+                return Ok(Step::Retry(
+                    "headers do not link (the node changed while read)".into(),
+                ))
+            }
         }
         let range = BlockRange::new(start, last).expect("start <= last");
         let selection = self.job.selector()(range);
-        let filter = rpc::LogFilter { blocks: rpc::Blocks::Range(range), addresses: selection.addresses.clone(), topic0: selection.topic0.clone() };
-        let logs = match self.node.gate.run("eth_getLogs", OnSplit::Return, || self.node.client.get_logs(&filter)).await {
+        let filter = rpc::LogFilter {
+            blocks: rpc::Blocks::Range(range),
+            addresses: selection.addresses.clone(),
+            topic0: selection.topic0.clone(),
+        };
+        let logs = match self
+            .node
+            .gate
+            .run("eth_getLogs", OnSplit::Return, || {
+                self.node.client.get_logs(&filter)
+            })
+            .await
+        {
             Ok(logs) => logs,
             // Near the head a range is short; a split answer here means a dense block: fetch block by block.
             Err(fetch::Error::Split(_)) => {
                 let mut logs = Vec::new();
                 for block in start..=last {
-                    let part = fetch::fetch_block_by_filters(&self.node.client, &self.node.gate, block, selection.clone())
-                        .await
-                        .map_err(self.node.error())?;
+                    let part = fetch::fetch_block_by_filters(
+                        &self.node.client,
+                        &self.node.gate,
+                        block,
+                        selection.clone(),
+                    )
+                    .await
+                    .map_err(self.node.error())?;
                     logs.extend(part);
                 }
                 logs
             }
             Err(err) => return Err(self.node.error()(err)),
         };
-        let hash_of: HashMap<BlockNumber, B256> = headers.iter().map(|h| (h.number, h.hash)).collect();
+        let hash_of: HashMap<BlockNumber, B256> =
+            headers.iter().map(|h| (h.number, h.hash)).collect();
         let mut removed = Vec::new();
         let mut kept = Vec::with_capacity(logs.len());
         for log in logs {
@@ -643,22 +753,48 @@ impl<'a> Ctx<'a> {
                 continue;
             }
             if hash_of.get(&log.block_number) != Some(&log.block_hash) {
-                return Ok(Step::Retry(format!("a log of block {} carries hash {}, not the header's", log.block_number, log.block_hash)));
+                return Ok(Step::Retry(format!(
+                    "a log of block {} carries hash {}, not the header's",
+                    log.block_number, log.block_hash
+                )));
             }
             kept.push(log);
         }
         let mut with_logs: Vec<BlockNumber> = kept.iter().map(|l| l.block_number).collect();
         with_logs.dedup();
-        for suspect in follow::suspicious_empty_blocks(&headers, &with_logs, &self.job.interests()) {
+        for suspect in follow::suspicious_empty_blocks(&headers, &with_logs, &self.job.interests())
+        {
             // Ask again for exactly that block by hash; if logs appear, the first answer was stale.
-            let pinned = rpc::LogFilter { blocks: rpc::Blocks::Hash(hash_of[&suspect]), addresses: selection.addresses.clone(), topic0: selection.topic0.clone() };
-            let again = self.node.gate.run("eth_getLogs", OnSplit::Return, || self.node.client.get_logs(&pinned)).await.map_err(self.node.error())?;
+            let pinned = rpc::LogFilter {
+                blocks: rpc::Blocks::Hash(hash_of[&suspect]),
+                addresses: selection.addresses.clone(),
+                topic0: selection.topic0.clone(),
+            };
+            let again = self
+                .node
+                .gate
+                .run("eth_getLogs", OnSplit::Return, || {
+                    self.node.client.get_logs(&pinned)
+                })
+                .await
+                .map_err(self.node.error())?;
             if again.iter().any(|l| !l.removed) {
-                return Ok(Step::Retry(format!("block {suspect} came back empty although its bloom says it has logs")));
+                return Ok(Step::Retry(format!(
+                    "block {suspect} came back empty although its bloom says it has logs"
+                )));
             }
         }
-        let mut batch = self.job.build_batch(vec![Fetched { range, logs: kept }], report)?;
-        batch.blocks = headers.iter().map(|h| TrackedBlock { number: h.number, hash: h.hash, parent_hash: h.parent_hash }).collect();
+        let mut batch = self
+            .job
+            .build_batch(vec![Fetched { range, logs: kept }], report)?;
+        batch.blocks = headers
+            .iter()
+            .map(|h| TrackedBlock {
+                number: h.number,
+                hash: h.hash,
+                parent_hash: h.parent_hash,
+            })
+            .collect();
         batch.forget_blocks_below = Some(last.saturating_sub(self.config.sync.max_reorg_depth));
         batch.removed = removed;
         self.sink.commit(&batch).await.map_err(self.db_error())?;
@@ -666,11 +802,18 @@ impl<'a> Ctx<'a> {
         report.logs += batch.logs.len() as u64;
         report.typed_rows += batch.typed.len() as u64;
         self.job.advance(last);
+        self.publish();
         Ok(Step::Done)
     }
 
     /// Backfills to finality, then steps near the head up to `end`, retrying a bounded number of times.
-    async fn catch_up(&mut self, end: BlockNumber, attempts: u32, cancel: &CancellationToken, report: &mut SyncReport) -> Result<(), Error> {
+    async fn catch_up(
+        &mut self,
+        end: BlockNumber,
+        attempts: u32,
+        cancel: &CancellationToken,
+        report: &mut SyncReport,
+    ) -> Result<(), Error> {
         let head = end;
         let finalized = self.finalized(head).await?.min(end);
         self.backfill(finalized, cancel, report).await?;
@@ -699,7 +842,9 @@ impl<'a> Ctx<'a> {
         } else {
             Err(Error::Node {
                 node: self.node.display.clone(),
-                source: fetch::Error::Inconsistent(format!("could not reach block {end} consistently: {last_problem}")),
+                source: fetch::Error::Inconsistent(format!(
+                    "could not reach block {end} consistently: {last_problem}"
+                )),
             })
         }
     }
@@ -710,16 +855,28 @@ impl<'a> Ctx<'a> {
 ///
 /// # Errors
 /// Any [`Error`]; what was committed before stays committed.
-pub async fn sync(config: &Config, target: Target, cancel: CancellationToken) -> Result<SyncReport, Error> {
+pub async fn sync(
+    config: &Config,
+    target: Target,
+    cancel: CancellationToken,
+) -> Result<SyncReport, Error> {
     let started = Instant::now();
     let mut ctx = Ctx::open(config).await?;
     ctx.reconcile().await?;
     let target = ctx.node.resolve(target).await?;
-    let mut report = SyncReport { target, ..SyncReport::default() };
+    let mut report = SyncReport {
+        target,
+        ..SyncReport::default()
+    };
     ctx.catch_up(target, 16, &cancel, &mut report).await?;
     ctx.node.add_stats(&mut report);
     report.elapsed = started.elapsed();
-    tracing::info!(target, logs = report.logs, secs = report.elapsed.as_secs_f64(), "synced");
+    tracing::info!(
+        target,
+        logs = report.logs,
+        secs = report.elapsed.as_secs_f64(),
+        "synced"
+    );
     ctx.sink.close().await;
     Ok(report)
 }
@@ -730,8 +887,22 @@ pub async fn sync(config: &Config, target: Target, cancel: CancellationToken) ->
 /// # Errors
 /// [`Error::Interrupted`] on shutdown (everything committed before it is intact), or any other [`Error`].
 pub async fn run(config: &Config, cancel: CancellationToken) -> Result<SyncReport, Error> {
+    run_watched(config, cancel, watch::Sender::new(None)).await
+}
+
+/// [`run`], publishing the lowest committed checkpoint on `progress` after every commit and rollback.
+///
+/// # Errors
+/// As [`run`].
+pub async fn run_watched(
+    config: &Config,
+    cancel: CancellationToken,
+    progress: watch::Sender<Option<BlockNumber>>,
+) -> Result<SyncReport, Error> {
     let started = Instant::now();
     let mut ctx = Ctx::open(config).await?;
+    ctx.progress = progress;
+    ctx.publish();
     let mut report = SyncReport::default();
     let mut caught_up = false;
     loop {
@@ -744,11 +915,18 @@ pub async fn run(config: &Config, cancel: CancellationToken) -> Result<SyncRepor
                     report.target = head;
                     if !caught_up {
                         caught_up = true;
-                        tracing::info!(head, secs = started.elapsed().as_secs_f64(), "caught up; following the head");
+                        tracing::info!(
+                            head,
+                            secs = started.elapsed().as_secs_f64(),
+                            "caught up; following the head"
+                        );
                     }
                 }
                 // A head that could not be read consistently this time is read again next poll.
-                Err(Error::Node { source: fetch::Error::Inconsistent(why), .. }) => tracing::debug!(%why, "head not consistent yet"),
+                Err(Error::Node {
+                    source: fetch::Error::Inconsistent(why),
+                    ..
+                }) => tracing::debug!(%why, "head not consistent yet"),
                 Err(err) => return Err(err),
             }
         }
@@ -1012,5 +1190,22 @@ impl Job {
             })
             .collect();
         Ok(batch)
+    }
+}
+#[cfg(test)]
+mod send_check {
+    fn assert_send<T: Send>(_: T) {}
+
+    /// `sync` and `run` must stay spawnable: sqlx's `fetch_*` on `&mut *tx` and `raw_sql` inside a
+    /// transaction make a future fail rustc's higher-ranked `Send` check (rust-lang/rust#102211). This does
+    /// not compile if that comes back.
+    #[allow(dead_code)]
+    fn jobs_are_send(config: &super::Config) {
+        assert_send(super::sync(
+            config,
+            super::Target::Latest,
+            Default::default(),
+        ));
+        assert_send(super::run(config, Default::default()));
     }
 }

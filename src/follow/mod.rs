@@ -24,11 +24,15 @@ pub enum Decision {
 /// Checks that `headers` (consecutive, ascending) link to each other and to `anchor`, the hash the database
 /// holds for the block before the first one (`None` when it holds none: nothing to contradict).
 pub fn check_headers(anchor: Option<B256>, headers: &[Header]) -> Decision {
-    let Some(first) = headers.first() else { return Decision::Extend };
+    let Some(first) = headers.first() else {
+        return Decision::Extend;
+    };
     if anchor.is_some_and(|hash| hash != first.parent_hash) {
         return Decision::Reorg;
     }
-    let linked = headers.windows(2).all(|pair| pair[1].parent_hash == pair[0].hash && pair[1].number == pair[0].number + 1);
+    let linked = headers
+        .windows(2)
+        .all(|pair| pair[1].parent_hash == pair[0].hash && pair[1].number == pair[0].number + 1);
     if linked {
         Decision::Extend
     } else {
@@ -38,7 +42,9 @@ pub fn check_headers(anchor: Option<B256>, headers: &[Header]) -> Decision {
 
 /// Tracked blocks to compare with the node, newest first: the first whose hash the node agrees with is the
 /// common ancestor.
-pub fn ancestor_candidates(tracked: &BTreeMap<BlockNumber, TrackedBlock>) -> impl Iterator<Item = &TrackedBlock> {
+pub fn ancestor_candidates(
+    tracked: &BTreeMap<BlockNumber, TrackedBlock>,
+) -> impl Iterator<Item = &TrackedBlock> {
     tracked.values().rev()
 }
 
@@ -54,7 +60,11 @@ pub struct Interest {
 /// Blocks that came back with no logs although their `logsBloom` says they may hold a log we asked for: a
 /// lagging replica answers empty for blocks it has not seen, so such an answer is refetched, not committed.
 /// (A bloom can say "maybe" wrongly; callers accept the empty answer after a few consistent refetches.)
-pub fn suspicious_empty_blocks(headers: &[Header], blocks_with_logs: &[BlockNumber], interests: &[Interest]) -> Vec<BlockNumber> {
+pub fn suspicious_empty_blocks(
+    headers: &[Header],
+    blocks_with_logs: &[BlockNumber],
+    interests: &[Interest],
+) -> Vec<BlockNumber> {
     headers
         .iter()
         .filter(|h| blocks_with_logs.binary_search(&h.number).is_err())
@@ -69,7 +79,9 @@ fn may_contain(bloom: &Bloom, interest: &Interest) -> bool {
     }
     match &interest.topic0 {
         None => true,
-        Some(topics) => topics.iter().any(|t| bloom.contains_input(BloomInput::Raw(t.as_slice()))),
+        Some(topics) => topics
+            .iter()
+            .any(|t| bloom.contains_input(BloomInput::Raw(t.as_slice()))),
     }
 }
 
@@ -90,19 +102,28 @@ mod tests {
     #[test]
     fn headers_that_link_to_the_anchor_extend_the_chain() {
         let run = [header(10, 2, 1), header(11, 3, 2)];
-        assert_eq!(check_headers(Some(B256::repeat_byte(1)), &run), Decision::Extend);
+        assert_eq!(
+            check_headers(Some(B256::repeat_byte(1)), &run),
+            Decision::Extend
+        );
         assert_eq!(check_headers(None, &run), Decision::Extend);
     }
 
     #[test]
     fn a_first_header_with_another_parent_is_a_reorg() {
-        assert_eq!(check_headers(Some(B256::repeat_byte(9)), &[header(10, 2, 1)]), Decision::Reorg);
+        assert_eq!(
+            check_headers(Some(B256::repeat_byte(9)), &[header(10, 2, 1)]),
+            Decision::Reorg
+        );
     }
 
     #[test]
     fn headers_that_do_not_link_to_each_other_are_read_again() {
         let run = [header(10, 2, 1), header(11, 3, 7)];
-        assert_eq!(check_headers(Some(B256::repeat_byte(1)), &run), Decision::Retry);
+        assert_eq!(
+            check_headers(Some(B256::repeat_byte(1)), &run),
+            Decision::Retry
+        );
     }
 
     #[test]
@@ -113,8 +134,17 @@ mod tests {
         with.logs_bloom.accrue(BloomInput::Raw(address.as_slice()));
         with.logs_bloom.accrue(BloomInput::Raw(topic.as_slice()));
         let without = header(6, 2, 1);
-        let interests = [Interest { address, topic0: Some(vec![topic]) }];
-        assert_eq!(suspicious_empty_blocks(&[with.clone(), without.clone()], &[], &interests), vec![5]);
-        assert_eq!(suspicious_empty_blocks(&[with, without], &[5], &interests), Vec::<u64>::new());
+        let interests = [Interest {
+            address,
+            topic0: Some(vec![topic]),
+        }];
+        assert_eq!(
+            suspicious_empty_blocks(&[with.clone(), without.clone()], &[], &interests),
+            vec![5]
+        );
+        assert_eq!(
+            suspicious_empty_blocks(&[with, without], &[5], &interests),
+            Vec::<u64>::new()
+        );
     }
 }

@@ -190,7 +190,9 @@ impl Sink {
     ///
     /// # Errors
     /// [`Error::Query`].
-    pub async fn tracked_blocks(&self) -> Result<std::collections::BTreeMap<BlockNumber, TrackedBlock>, Error> {
+    pub async fn tracked_blocks(
+        &self,
+    ) -> Result<std::collections::BTreeMap<BlockNumber, TrackedBlock>, Error> {
         match self {
             Sink::Sqlite(s) => s.tracked_blocks().await,
         }
@@ -201,7 +203,11 @@ impl Sink {
     ///
     /// # Errors
     /// [`Error::Query`]; nothing is then changed.
-    pub async fn rollback(&mut self, ancestor: BlockNumber, note: &str) -> Result<RollbackReport, Error> {
+    pub async fn rollback(
+        &mut self,
+        ancestor: BlockNumber,
+        note: &str,
+    ) -> Result<RollbackReport, Error> {
         match self {
             Sink::Sqlite(s) => s.rollback(ancestor, note).await,
         }

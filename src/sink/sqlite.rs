@@ -12,7 +12,10 @@ use sqlx::{QueryBuilder, Row, Sqlite, SqlitePool};
 use crate::decode::{ColumnKind, Value};
 use crate::primitives::{BlockNumber, Log, B256};
 
-use super::{hex, migrate, query_error, to_i64, Batch, ContractSpec, Error, RollbackReport, TableSpec, TrackedBlock};
+use super::{
+    hex, migrate, query_error, to_i64, Batch, ContractSpec, Error, RollbackReport, TableSpec,
+    TrackedBlock,
+};
 
 /// SQLite's default limit on bound parameters per statement is 32,766; stay well under it while keeping
 /// statements large enough that per-statement overhead does not dominate.
@@ -72,22 +75,38 @@ impl SqliteSink {
         tables: &[TableSpec],
         contracts: &[ContractSpec],
     ) -> Result<(), Error> {
-        let mut tx = self
-            .pool
-            .begin()
-            .await
-            .map_err(query_error("starting a transaction"))?;
+        // Reads go through the pool before the transaction: sqlx's `fetch_*` on `&mut *tx` makes the future
+        // fail rustc's higher-ranked `Send` check (rust-lang/rust#102211), and one writer needs no isolation.
+        let mut existing_columns = Vec::with_capacity(tables.len());
         for table in tables {
             let existing: Vec<String> = sqlx::query(&format!(
                 "SELECT name FROM pragma_table_info('{}')",
                 table.name
             ))
-            .fetch_all(&mut *tx)
+            .fetch_all(&self.pool)
             .await
             .map_err(query_error("reading a table's columns"))?
             .iter()
             .map(|row| row.get::<String, _>(0))
             .collect();
+            existing_columns.push(existing);
+        }
+        let mut stored_contracts = Vec::with_capacity(contracts.len());
+        for contract in contracts {
+            let stored: Option<(String, String)> =
+                sqlx::query_as("SELECT addresses, events FROM contracts WHERE name = ?")
+                    .bind(&contract.name)
+                    .fetch_optional(&self.pool)
+                    .await
+                    .map_err(query_error("reading the contracts"))?;
+            stored_contracts.push(stored);
+        }
+        let mut tx = self
+            .pool
+            .begin()
+            .await
+            .map_err(query_error("starting a transaction"))?;
+        for (table, existing) in tables.iter().zip(existing_columns) {
             let wanted: Vec<String> = TYPED_FIXED
                 .split(", ")
                 .map(str::to_owned)
@@ -106,28 +125,27 @@ impl SqliteSink {
                 .iter()
                 .map(|c| format!(", \"{}\" {}", c.name, sql_type(c.kind)))
                 .collect();
-            let ddl = format!(
+            let create = format!(
                 "CREATE TABLE IF NOT EXISTS \"{name}\" (block_number INTEGER NOT NULL, block_hash TEXT NOT NULL, \
                  transaction_hash TEXT NOT NULL, log_index INTEGER NOT NULL, address TEXT NOT NULL{columns}, \
-                 UNIQUE (block_hash, log_index));\
-                 CREATE INDEX IF NOT EXISTS \"{name}_block_number\" ON \"{name}\" (block_number);",
+                 UNIQUE (block_hash, log_index))",
                 name = table.name
             );
-            sqlx::raw_sql(&ddl)
-                .execute(&mut *tx)
-                .await
-                .map_err(query_error("creating a typed table"))?;
+            let index = format!(
+                "CREATE INDEX IF NOT EXISTS \"{name}_block_number\" ON \"{name}\" (block_number)",
+                name = table.name
+            );
+            for ddl in [create, index] {
+                sqlx::query(&ddl)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(query_error("creating a typed table"))?;
+            }
         }
-        for contract in contracts {
+        for (contract, stored) in contracts.iter().zip(stored_contracts) {
             let addresses: Vec<String> = contract.addresses.iter().map(hex::encode).collect();
             let addresses = serde_json::to_string(&addresses).expect("strings serialize");
             let events = serde_json::to_string(&contract.events).expect("strings serialize");
-            let stored: Option<(String, String)> =
-                sqlx::query_as("SELECT addresses, events FROM contracts WHERE name = ?")
-                    .bind(&contract.name)
-                    .fetch_optional(&mut *tx)
-                    .await
-                    .map_err(query_error("reading the contracts"))?;
             match stored {
                 Some((a, _)) if a != addresses => {
                     return Err(Error::Mismatch(format!(
@@ -282,12 +300,15 @@ impl SqliteSink {
                 .await
                 .map_err(query_error("deleting a removed log"))?;
             for table in &self.tables {
-                sqlx::query(&format!("DELETE FROM \"{}\" WHERE block_hash = ? AND log_index = ?", table.name))
-                    .bind(&hash)
-                    .bind(idx)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(query_error("deleting a removed log"))?;
+                sqlx::query(&format!(
+                    "DELETE FROM \"{}\" WHERE block_hash = ? AND log_index = ?",
+                    table.name
+                ))
+                .bind(&hash)
+                .bind(idx)
+                .execute(&mut *tx)
+                .await
+                .map_err(query_error("deleting a removed log"))?;
             }
         }
         for block in &batch.blocks {
@@ -323,12 +344,15 @@ impl SqliteSink {
         tx.commit().await.map_err(query_error("committing a batch"))
     }
 
-    pub(super) async fn tracked_blocks(&self) -> Result<BTreeMap<BlockNumber, TrackedBlock>, Error> {
-        let rows: Vec<(i64, String, String)> =
-            sqlx::query_as("SELECT block_number, block_hash, parent_hash FROM block_hashes ORDER BY block_number")
-                .fetch_all(&self.pool)
-                .await
-                .map_err(query_error("reading block hashes"))?;
+    pub(super) async fn tracked_blocks(
+        &self,
+    ) -> Result<BTreeMap<BlockNumber, TrackedBlock>, Error> {
+        let rows: Vec<(i64, String, String)> = sqlx::query_as(
+            "SELECT block_number, block_hash, parent_hash FROM block_hashes ORDER BY block_number",
+        )
+        .fetch_all(&self.pool)
+        .await
+        .map_err(query_error("reading block hashes"))?;
         rows.into_iter()
             .map(|(number, hash, parent)| {
                 let parse = |text: &str| {
@@ -336,16 +360,35 @@ impl SqliteSink {
                         .ok()
                         .filter(|b| b.len() == 32)
                         .map(|b| B256::from_slice(&b))
-                        .ok_or_else(|| Error::Mismatch(format!("block_hashes holds {text:?}, not a 32-byte hash")))
+                        .ok_or_else(|| {
+                            Error::Mismatch(format!(
+                                "block_hashes holds {text:?}, not a 32-byte hash"
+                            ))
+                        })
                 };
                 let number = u64::try_from(number).unwrap_or(0);
-                Ok((number, TrackedBlock { number, hash: parse(&hash)?, parent_hash: parse(&parent)? }))
+                Ok((
+                    number,
+                    TrackedBlock {
+                        number,
+                        hash: parse(&hash)?,
+                        parent_hash: parse(&parent)?,
+                    },
+                ))
             })
             .collect()
     }
 
-    pub(super) async fn rollback(&mut self, ancestor: BlockNumber, note: &str) -> Result<RollbackReport, Error> {
-        let mut tx = self.pool.begin().await.map_err(query_error("starting a rollback"))?;
+    pub(super) async fn rollback(
+        &mut self,
+        ancestor: BlockNumber,
+        note: &str,
+    ) -> Result<RollbackReport, Error> {
+        let mut tx = self
+            .pool
+            .begin()
+            .await
+            .map_err(query_error("starting a rollback"))?;
         let above = to_i64(ancestor);
         let logs = sqlx::query("DELETE FROM logs WHERE block_number > ?")
             .bind(above)
@@ -355,12 +398,15 @@ impl SqliteSink {
             .rows_affected();
         let mut typed_rows = 0;
         for table in &self.tables {
-            typed_rows += sqlx::query(&format!("DELETE FROM \"{}\" WHERE block_number > ?", table.name))
-                .bind(above)
-                .execute(&mut *tx)
-                .await
-                .map_err(query_error("rolling back typed rows"))?
-                .rows_affected();
+            typed_rows += sqlx::query(&format!(
+                "DELETE FROM \"{}\" WHERE block_number > ?",
+                table.name
+            ))
+            .bind(above)
+            .execute(&mut *tx)
+            .await
+            .map_err(query_error("rolling back typed rows"))?
+            .rows_affected();
         }
         let blocks = sqlx::query("DELETE FROM block_hashes WHERE block_number > ?")
             .bind(above)
@@ -379,8 +425,14 @@ impl SqliteSink {
             .execute(&mut *tx)
             .await
             .map_err(query_error("recording the reorg"))?;
-        tx.commit().await.map_err(query_error("committing a rollback"))?;
-        Ok(RollbackReport { logs, typed_rows, blocks })
+        tx.commit()
+            .await
+            .map_err(query_error("committing a rollback"))?;
+        Ok(RollbackReport {
+            logs,
+            typed_rows,
+            blocks,
+        })
     }
 
     pub(super) async fn close(self) {

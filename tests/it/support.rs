@@ -409,17 +409,18 @@ fn json_of(value: &DynSolValue) -> serde_json::Value {
     }
 }
 
-/// A contract's checkpoint.
+/// A contract's checkpoint; `None` while the database or the row does not exist yet.
 pub async fn checkpoint(db: &Path, contract: &str) -> Option<i64> {
     let mut conn = SqliteConnectOptions::new()
         .filename(db)
         .read_only(true)
         .connect()
         .await
-        .expect("open db");
+        .ok()?;
     sqlx::query_scalar("SELECT block_number FROM checkpoints WHERE contract = ?")
         .bind(contract)
         .fetch_optional(&mut conn)
         .await
-        .expect("checkpoint")
+        .ok()
+        .flatten()
 }
