@@ -1,1 +1,4 @@
 //! Integration tests.
+
+mod pg;
+mod postgres_sink;
