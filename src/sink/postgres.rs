@@ -66,6 +66,9 @@ const TYPED_FIXED: [(&str, &str); 5] = [
     ("address", "text"),
 ];
 
+/// Postgres truncates longer identifiers (NAMEDATALEN - 1), so two long names could silently become one.
+const MAX_IDENTIFIER_BYTES: usize = 63;
+
 /// A Postgres database (or one schema of it).
 pub struct PostgresSink {
     pool: PgPool,
@@ -148,6 +151,12 @@ impl PostgresSink {
             .await
             .map_err(query_error("starting a transaction"))?;
         for table in tables {
+            if table.name.len() > MAX_IDENTIFIER_BYTES {
+                return Err(Error::Mismatch(format!(
+                    "table {} is longer than Postgres's {MAX_IDENTIFIER_BYTES}-byte limit on names, which would truncate it: shorten the contract's name",
+                    table.name
+                )));
+            }
             let existing: Vec<(String, String)> = sqlx::query_as(
                 "SELECT a.attname::text, format_type(a.atttypid, a.atttypmod) \
                  FROM pg_attribute a \
@@ -196,7 +205,7 @@ impl PostgresSink {
                  UNIQUE (block_hash, log_index));\
                  CREATE INDEX IF NOT EXISTS {index} ON {name} (block_number);",
                 name = quote_ident(&table.name),
-                index = quote_ident(&format!("{}_block_number", table.name)),
+                index = quote_ident(&index_name(&table.name)),
             );
             sqlx::raw_sql(&ddl)
                 .execute(&mut *tx)
@@ -569,6 +578,20 @@ fn sql_type(kind: ColumnKind) -> &'static str {
     }
 }
 
+/// The block-number index of typed table `table`: `<table>_block_number`, or, when that is too long for
+/// Postgres, a prefix of the table's name and a hash of all of it (so two long names never share an index
+/// name and `CREATE INDEX IF NOT EXISTS` never skips one).
+fn index_name(table: &str) -> String {
+    let name = format!("{table}_block_number");
+    if name.len() <= MAX_IDENTIFIER_BYTES {
+        return name;
+    }
+    let hash = alloy_primitives::keccak256(table.as_bytes());
+    // Table names are ASCII (decode's snake case); `floor_char_boundary` is not stable on our MSRV.
+    let prefix: String = table.chars().take(40).collect();
+    format!("{prefix}_{}_bn", alloy_primitives::hex::encode(&hash[..6]))
+}
+
 /// `name` as a quoted SQL identifier (`"` doubled), so case and reserved words survive.
 fn quote_ident(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
@@ -677,6 +700,15 @@ mod tests {
                 .min(MAX_BACKOFF);
             assert!(backoff(attempt) <= ceiling);
         }
+    }
+
+    #[test]
+    fn index_names_fit_postgres_and_stay_distinct() {
+        assert_eq!(index_name("usdc_transfer"), "usdc_transfer_block_number");
+        let long_a = format!("{}_a", "x".repeat(60));
+        let long_b = format!("{}_b", "x".repeat(60));
+        assert!(index_name(&long_a).len() <= MAX_IDENTIFIER_BYTES);
+        assert_ne!(index_name(&long_a), index_name(&long_b));
     }
 
     #[test]

@@ -536,6 +536,20 @@ async fn prepare_refuses_a_column_whose_type_changed_in_postgres() {
     db.sink.close().await;
 }
 
+/// Goal: a table name Postgres would truncate is refused as a config problem, not silently merged.
+#[tokio::test]
+async fn prepare_refuses_a_table_name_postgres_would_truncate() {
+    let mut db = Db::open(Backend::Postgres).await;
+    let mut long = everything_table();
+    long.name = format!("demo_{}", "x".repeat(60));
+    let err = db.sink.prepare(&[long], &[contract()]).await.unwrap_err();
+    assert!(
+        matches!(&err, sink::Error::Mismatch(m) if m.contains("63-byte")),
+        "{err}"
+    );
+    db.sink.close().await;
+}
+
 /// Goal: `database.schema` isolates: two schemas, same table names, no interference; the tables (and sqlx's
 /// migration table) live in the configured schema, not in `public`.
 #[tokio::test]
@@ -724,4 +738,39 @@ async fn opening_with_a_bad_role_database_or_server_never_shows_the_password() {
             shown[0]
         );
     }
+}
+
+/// Goal: `database.url = "postgres://..."` with `database.schema` opens the Postgres sink in that schema through
+/// the pipeline, and the database is shown redacted.
+#[tokio::test]
+async fn a_postgres_url_in_the_config_opens_the_postgres_sink_in_its_schema() {
+    let schema = TestSchema::new().await;
+    let mut server = crate::pg::url();
+    server.set_password(Some("PG-SECRET-pw123")).unwrap();
+    let text = format!(
+        "[node]\nurl = \"sim://\"\n\n[database]\nurl = \"{server}\"\nschema = \"{}\"\n\n\
+         [[contracts]]\nname = \"demo\"\naddress = \"0x{}\"\n\
+         events = [\"event Transfer(address indexed from, address indexed to, uint256 value)\"]\n",
+        schema.name,
+        "ab".repeat(20)
+    );
+    let config = logslice::config::load_str(std::path::Path::new("config.toml"), &text, &|_| None)
+        .expect("the config is valid");
+    let (sink, shown) = match logslice::pipeline::open_sink(&config).await {
+        Ok(opened) => opened,
+        Err(err) => panic!("open_sink: {err}"),
+    };
+    assert!(
+        !shown.contains("PG-SECRET-pw123") && shown.contains(&schema.name),
+        "{shown}"
+    );
+    assert!(matches!(sink, Sink::Postgres(_)));
+    sink.check_chain_id(1).await.unwrap();
+    let mut conn = schema.connect().await;
+    let chain_id: String = sqlx::query_scalar("SELECT value FROM meta WHERE key = 'chain_id'")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(chain_id, "1");
+    sink.close().await;
 }
