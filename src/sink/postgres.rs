@@ -6,9 +6,9 @@
 //!
 //! - **Insert method.** UNNEST arrays: one statement per table however large the batch (no chunking under the
 //!   65,535-bind limit), one prepared statement per table reused by every batch, no staging table. Measured
-//!   (release, 1,000,000 raw logs in 5,000-log batches, 2 busy cores): UNNEST 84k-109k rows/s; COPY into a
-//!   temp staging table then `INSERT ... SELECT ... ON CONFLICT DO NOTHING` 99k-117k (text) and 99k-128k
-//!   (binary). The binary COPY itself took under 20% of its run: the conflict-checked insert into the
+//!   (release, 1,000,000 raw logs in 5,000-log batches, 2 cores at load average 2.5-3.8, 6 runs): UNNEST
+//!   72k-109k rows/s; COPY into a temp staging table then `INSERT ... SELECT ... ON CONFLICT DO NOTHING`
+//!   79k-117k (text) and 99k-128k (binary, 3 runs): within the noise of each other. The binary COPY itself took under 20% of its run: the conflict-checked insert into the
 //!   indexed table dominates every method, so COPY's small gain did not pay for a hand-written binary
 //!   encoder and a temp table per batch. See `docs/BENCHMARKS.md`.
 //! - **Hex as TEXT** (`0x` + lowercase hex), not BYTEA: byte-identical to SQLite, so queries port unchanged.
