@@ -24,7 +24,8 @@ use crate::planner::{Planner, PlannerConfig};
 use crate::primitives::{BlockNumber, BlockRange};
 use crate::rpc::{self, BlockTag, Client, ClientOptions};
 use crate::sink::{
-    self, Batch, Checkpoint, ContractSpec, Sink, SqliteSink, TableSpec, TrackedBlock, TypedRow,
+    self, Batch, Checkpoint, ContractSpec, PostgresSink, Sink, SqliteSink, TableSpec, TrackedBlock,
+    TypedRow,
 };
 
 /// How far `sync` goes.
@@ -267,13 +268,28 @@ pub async fn open_sink(config: &Config) -> Result<(Sink, String), Error> {
     match &config.database.url {
         DatabaseUrl::Sqlite(path) => {
             let display = format!("sqlite://{}", path.display());
-            let sink = SqliteSink::open(path).await.map_err(|source| Error::Database { database: display.clone(), source })?;
+            let sink = SqliteSink::open(path)
+                .await
+                .map_err(|source| Error::Database {
+                    database: display.clone(),
+                    source,
+                })?;
             Ok((Sink::Sqlite(sink), display))
         }
-        DatabaseUrl::Postgres(url) => Err(Error::Config(format!(
-            "{}: database.url: {url}: the Postgres backend is not available in this build yet (use sqlite://PATH)",
-            config.source.display()
-        ))),
+        DatabaseUrl::Postgres(url) => {
+            // `SecretUrl`'s Display is redacted: the password never reaches a message.
+            let display = match &config.database.schema {
+                Some(schema) => format!("{url} (schema {schema})"),
+                None => url.to_string(),
+            };
+            let sink = PostgresSink::open(url, config.database.schema.as_deref())
+                .await
+                .map_err(|source| Error::Database {
+                    database: display.clone(),
+                    source,
+                })?;
+            Ok((Sink::Postgres(sink), display))
+        }
     }
 }
 

@@ -14,6 +14,13 @@ pub(super) const SQLITE: &[(i64, &str, &str)] = &[(
     include_str!("../../migrations/sqlite/0001_init.sql"),
 )];
 
+/// `(version, description, sql)` of every Postgres migration, in order; numbered like [`SQLITE`].
+pub(super) const POSTGRES: &[(i64, &str, &str)] = &[(
+    1,
+    "init",
+    include_str!("../../migrations/postgres/0001_init.sql"),
+)];
+
 #[derive(Debug)]
 struct Embedded(&'static [(i64, &'static str, &'static str)]);
 

@@ -4,6 +4,7 @@
 //! function each way ([`hex`]).
 
 mod migrate;
+mod postgres;
 mod sqlite;
 
 use std::collections::HashMap;
@@ -13,9 +14,11 @@ use alloy_primitives::{Address, B256};
 use crate::decode::{Column, Value};
 use crate::primitives::{BlockNumber, BlockRange, Log};
 
+pub use postgres::{PostgresSink, COMMIT_ATTEMPTS};
 pub use sqlite::SqliteSink;
 
-/// Why storage failed. Every variant maps to exit code 74.
+/// Why storage failed. Every variant maps to exit code 74, except [`Error::Mismatch`] (78: the config does not
+/// fit the database).
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The database cannot be opened or created.
@@ -39,6 +42,21 @@ pub enum Error {
         #[source]
         source: sqlx::Error,
     },
+    /// The connection was lost on every attempt at a statement (a killed backend, a server restart or
+    /// outage); each attempt used a fresh connection.
+    #[error("lost the database connection while {doing}, {attempts} attempts: {source}")]
+    ConnectionLost {
+        /// What we were doing on the last attempt.
+        doing: &'static str,
+        /// Attempts made, the first included.
+        attempts: u32,
+        /// The last attempt's error.
+        #[source]
+        source: sqlx::Error,
+    },
+    /// A batch does not fit the tables given to [`Sink::prepare`]: a bug in logslice, not in the data.
+    #[error("a batch does not fit the prepared tables (a bug in logslice): {0}")]
+    Malformed(String),
     /// The database was built for something else (another chain, another address under a table).
     #[error("{0}")]
     Mismatch(String),
@@ -135,6 +153,8 @@ pub struct RollbackReport {
 pub enum Sink {
     /// SQLite (the embedded default).
     Sqlite(SqliteSink),
+    /// Postgres (one database, or one schema of it).
+    Postgres(PostgresSink),
 }
 
 impl Sink {
@@ -149,6 +169,7 @@ impl Sink {
     ) -> Result<(), Error> {
         match self {
             Sink::Sqlite(s) => s.prepare(tables, contracts).await,
+            Sink::Postgres(s) => s.prepare(tables, contracts).await,
         }
     }
 
@@ -159,6 +180,7 @@ impl Sink {
     pub async fn check_chain_id(&self, chain_id: u64) -> Result<(), Error> {
         match self {
             Sink::Sqlite(s) => s.check_chain_id(chain_id).await,
+            Sink::Postgres(s) => s.check_chain_id(chain_id).await,
         }
     }
 
@@ -169,20 +191,25 @@ impl Sink {
     pub async fn checkpoints(&self) -> Result<HashMap<String, BlockNumber>, Error> {
         match self {
             Sink::Sqlite(s) => s.checkpoints().await,
+            Sink::Postgres(s) => s.checkpoints().await,
         }
     }
 
     /// Commits a batch in one transaction: raw rows, typed rows, checkpoints. Idempotent on
-    /// `(block_hash, log_index)`.
+    /// `(block_hash, log_index)`. Postgres retries a batch whose connection was lost on a fresh one.
     ///
     /// # Errors
-    /// [`Error::Query`]; nothing of the batch is then committed.
+    /// [`Error::Query`]; [`Error::ConnectionLost`] when every attempt lost its connection;
+    /// [`Error::Malformed`] when a typed row does not fit the prepared tables. Nothing of the batch is then
+    /// committed, except that a connection lost during the final `COMMIT` leaves unknown whether it landed:
+    /// committing the batch again is harmless either way.
     ///
     /// # Cancel safety
     /// Cancel safe: a transaction dropped before its commit rolls back.
     pub async fn commit(&mut self, batch: &Batch) -> Result<(), Error> {
         match self {
             Sink::Sqlite(s) => s.commit(batch).await,
+            Sink::Postgres(s) => s.commit(batch).await,
         }
     }
 
@@ -195,6 +222,7 @@ impl Sink {
     ) -> Result<std::collections::BTreeMap<BlockNumber, TrackedBlock>, Error> {
         match self {
             Sink::Sqlite(s) => s.tracked_blocks().await,
+            Sink::Postgres(s) => s.tracked_blocks().await,
         }
     }
 
@@ -210,6 +238,7 @@ impl Sink {
     ) -> Result<RollbackReport, Error> {
         match self {
             Sink::Sqlite(s) => s.rollback(ancestor, note).await,
+            Sink::Postgres(s) => s.rollback(ancestor, note).await,
         }
     }
 
@@ -217,6 +246,7 @@ impl Sink {
     pub async fn close(self) {
         match self {
             Sink::Sqlite(s) => s.close().await,
+            Sink::Postgres(s) => s.close().await,
         }
     }
 }

@@ -2,5 +2,7 @@
 
 mod devnode;
 mod follow;
+mod pg;
+mod postgres_sink;
 mod support;
 mod sync;
