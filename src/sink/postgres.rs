@@ -176,12 +176,10 @@ impl PostgresSink {
                     .map_err(query_error("reading the contracts"))?;
             stored_contracts.push(stored);
         }
-        let mut tx = self
-            .pool
-            .begin()
-            .await
-            .map_err(query_error("starting a transaction"))?;
-        for (table, existing) in tables.iter().zip(existing_columns) {
+        // Every refusal happens before the transaction starts: a transaction dropped after its DDL keeps its
+        // locks until the pool reuses that connection, and another connection would wait on them.
+        for (table, existing) in tables.iter().zip(&existing_columns) {
+            let existing = existing.clone();
             if table.name.len() > MAX_IDENTIFIER_BYTES {
                 return Err(Error::Mismatch(format!(
                     "table {} is longer than Postgres's {MAX_IDENTIFIER_BYTES}-byte limit on names, which would truncate it: shorten the contract's name",
@@ -213,6 +211,23 @@ impl PostgresSink {
                     show(&wanted)
                 )));
             }
+        }
+        for (contract, stored) in contracts.iter().zip(&stored_contracts) {
+            let addresses: Vec<String> = contract.addresses.iter().map(hex::encode).collect();
+            let addresses = serde_json::to_string(&addresses).expect("strings serialize");
+            if let Some(a) = stored.as_ref().filter(|a| **a != addresses) {
+                return Err(Error::Mismatch(format!(
+                    "contract {} was indexed with addresses {a} and the config now says {addresses}: give the new addresses a new contract name, or index into a new database",
+                    contract.name
+                )));
+            }
+        }
+        let mut tx = self
+            .pool
+            .begin()
+            .await
+            .map_err(query_error("starting a transaction"))?;
+        for table in tables {
             let columns: String = table
                 .columns
                 .iter()
@@ -241,20 +256,16 @@ impl PostgresSink {
             let addresses = serde_json::to_string(&addresses).expect("strings serialize");
             let events = serde_json::to_string(&contract.events).expect("strings serialize");
             match stored {
-                Some(a) if a != addresses => {
-                    return Err(Error::Mismatch(format!(
-                        "contract {} was indexed with addresses {a} and the config now says {addresses}: give the new addresses a new contract name, or index into a new database",
-                        contract.name
-                    )))
-                }
                 Some(_) => {
-                    sqlx::query("UPDATE contracts SET events = $1, start_block = $2 WHERE name = $3")
-                        .bind(&events)
-                        .bind(to_i64(contract.start_block))
-                        .bind(&contract.name)
-                        .execute(&mut *tx)
-                        .await
-                        .map_err(query_error("recording a contract"))?;
+                    sqlx::query(
+                        "UPDATE contracts SET events = $1, start_block = $2 WHERE name = $3",
+                    )
+                    .bind(&events)
+                    .bind(to_i64(contract.start_block))
+                    .bind(&contract.name)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(query_error("recording a contract"))?;
                 }
                 None => {
                     sqlx::query(

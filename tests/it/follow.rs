@@ -10,7 +10,8 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::support::{self, all_contracts, assert_db_matches_truth, node_config, Workdir};
+use crate::both_backends;
+use crate::support::{self, all_contracts, assert_db_matches_truth, node_config, Backend, Workdir};
 
 /// Seeded reorg depths (1 to 64) so a failure replays exactly.
 const DEPTHS: [u64; 16] = [1, 7, 64, 3, 12, 2, 33, 1, 50, 5, 18, 64, 9, 1, 27, 4];
@@ -78,12 +79,12 @@ async fn follows_reorgs(node: DevNode, work: &Workdir) {
     let truth = node.truth();
     let mut daemon = start_daemon(&path);
     daemon.reaches(truth.head()).await;
-    assert_db_matches_truth(&work.db(), &truth, &all_contracts(), truth.head()).await;
+    assert_db_matches_truth(&work, &truth, &all_contracts(), truth.head()).await;
     for (round, depth) in DEPTHS.iter().enumerate() {
         let head = reorg_and_mine(&node, *depth, 1 + round as u64 % 3);
         daemon.reaches(head).await;
         // No row of an orphaned block survives the poll that saw the new branch.
-        assert_db_matches_truth(&work.db(), &truth, &all_contracts(), head).await;
+        assert_db_matches_truth(&work, &truth, &all_contracts(), head).await;
     }
     let stopped = daemon.stop().await;
     assert!(
@@ -93,30 +94,29 @@ async fn follows_reorgs(node: DevNode, work: &Workdir) {
 }
 
 /// The daemon follows a head that reorganises 1 to 64 blocks deep, many times in a row.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_daemon_rolls_back_every_reorg_to_the_common_ancestor() {
+async fn the_daemon_rolls_back_every_reorg_to_the_common_ancestor(backend: Backend) {
     let node = support::start(node_config(3_000)).await;
-    follows_reorgs(node, &Workdir::new()).await;
+    follows_reorgs(node, &Workdir::with(backend).await).await;
 }
+both_backends!(the_daemon_rolls_back_every_reorg_to_the_common_ancestor);
 
 /// The same with a stale replica that serves orphaned logs with `removed: true` and a lagging backend
 /// whose head is behind and whose newest blocks come back empty or null.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_daemon_stays_exact_with_removed_logs_and_a_lagging_backend() {
+async fn the_daemon_stays_exact_with_removed_logs_and_a_lagging_backend(backend: Backend) {
     let mut config = node_config(3_000);
     config.faults.stale_replica = 0.5;
     config.faults.lag = 0.3;
     config.faults.lag_depth = 5;
     let node = support::start(config).await;
-    follows_reorgs(node, &Workdir::new()).await;
+    follows_reorgs(node, &Workdir::with(backend).await).await;
 }
+both_backends!(the_daemon_stays_exact_with_removed_logs_and_a_lagging_backend);
 
 /// A reorg that happened while logslice was not running is found from the stored hashes and repaired.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_reorg_while_logslice_was_down_is_repaired_at_start() {
+async fn a_reorg_while_logslice_was_down_is_repaired_at_start(backend: Backend) {
     let node = support::start(node_config(3_000)).await;
     let truth = node.truth();
-    let work = Workdir::new();
+    let work = Workdir::with(backend).await;
     let path = work.write_config(&node.http_url(), &all_contracts(), "", "");
     support::sync(&path, Target::Latest)
         .await
@@ -125,8 +125,9 @@ async fn a_reorg_while_logslice_was_down_is_repaired_at_start() {
     support::sync(&path, Target::Latest)
         .await
         .expect("second sync");
-    assert_db_matches_truth(&work.db(), &truth, &all_contracts(), truth.head()).await;
+    assert_db_matches_truth(&work, &truth, &all_contracts(), truth.head()).await;
 }
+both_backends!(a_reorg_while_logslice_was_down_is_repaired_at_start);
 
 /// A reorg deeper than the remembered window stops with exit 65 and says what happened.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -159,11 +160,10 @@ fn binary() -> std::process::Command {
 
 /// `logslice run` killed with SIGKILL at arbitrary points while the node reorganises (some kills land in a
 /// rollback), then restarted: the database ends exactly canonical.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_daemon_killed_during_reorgs_restarts_into_the_exact_chain() {
+async fn a_daemon_killed_during_reorgs_restarts_into_the_exact_chain(backend: Backend) {
     let node = support::start(node_config(3_000)).await;
     let truth = node.truth();
-    let work = Workdir::new();
+    let work = Workdir::with(backend).await;
     let path = work.write_config(
         &node.http_url(),
         &all_contracts(),
@@ -199,8 +199,9 @@ async fn a_daemon_killed_during_reorgs_restarts_into_the_exact_chain() {
     support::sync(&path, Target::Latest)
         .await
         .expect("final sync");
-    assert_db_matches_truth(&work.db(), &truth, &all_contracts(), truth.head()).await;
+    assert_db_matches_truth(&work, &truth, &all_contracts(), truth.head()).await;
 }
+both_backends!(a_daemon_killed_during_reorgs_restarts_into_the_exact_chain);
 
 /// SIGTERM stops the daemon with exit 130 after finishing (or dropping) the batch in flight; a restart
 /// resumes exactly.
@@ -223,7 +224,7 @@ async fn sigterm_stops_the_daemon_with_exit_130_and_a_restart_resumes_exactly() 
         .spawn()
         .expect("spawn");
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while support::checkpoint(&work.db(), "misc")
+    while support::checkpoint(&work, "misc")
         .await
         .is_none_or(|cp| cp < truth.head() as i64)
     {
@@ -248,5 +249,5 @@ async fn sigterm_stops_the_daemon_with_exit_130_and_a_restart_resumes_exactly() 
     assert_eq!(exit.code(), Some(130));
     node.mine(5);
     support::sync(&path, Target::Latest).await.expect("restart");
-    assert_db_matches_truth(&work.db(), &truth, &all_contracts(), truth.head()).await;
+    assert_db_matches_truth(&work, &truth, &all_contracts(), truth.head()).await;
 }

@@ -10,6 +10,8 @@ use alloy_dyn_abi::DynSolValue;
 use alloy_json_abi::{Event, JsonAbi};
 use alloy_primitives::{hex, Address, B256};
 use logslice::devnode::{contracts, DevNode, DevNodeConfig, GroundTruth, TruthLog};
+
+use crate::pg::TestSchema;
 use logslice::pipeline::{self, SyncReport, Target};
 use sqlx::sqlite::SqliteConnectOptions;
 use sqlx::{ConnectOptions, Row};
@@ -83,23 +85,62 @@ fn abi_path(file: &str) -> PathBuf {
         .join(file)
 }
 
+/// Which database a test runs against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// A SQLite file in the test's temp dir.
+    Sqlite,
+    /// A schema of the test's own on the Postgres at `LOGSLICE_TEST_PG`.
+    Postgres,
+}
+
 /// A test's working directory: config and database.
 pub struct Workdir {
     /// Kept alive for the test.
     pub dir: tempfile::TempDir,
+    /// The backend.
+    pub backend: Backend,
+    /// The Postgres schema (dropped with the workdir).
+    pub schema: Option<TestSchema>,
 }
 
 impl Workdir {
-    /// A fresh temp dir.
+    /// A fresh temp dir with a SQLite database.
     pub fn new() -> Self {
         Self {
             dir: tempfile::tempdir().expect("temp dir"),
+            backend: Backend::Sqlite,
+            schema: None,
         }
     }
 
-    /// `<dir>/logslice.db`.
+    /// A fresh temp dir and a fresh database of `backend`.
+    pub async fn with(backend: Backend) -> Self {
+        let schema = match backend {
+            Backend::Sqlite => None,
+            Backend::Postgres => Some(TestSchema::new().await),
+        };
+        Self {
+            dir: tempfile::tempdir().expect("temp dir"),
+            backend,
+            schema,
+        }
+    }
+
+    /// `<dir>/logslice.db` (the SQLite file).
     pub fn db(&self) -> PathBuf {
         self.dir.path().join("logslice.db")
+    }
+
+    fn database_toml(&self) -> String {
+        match &self.schema {
+            None => format!("url = \"sqlite://{}\"", self.db().display()),
+            Some(schema) => format!(
+                "url = \"{}\"\nschema = \"{}\"",
+                schema.secret_url().expose(),
+                schema.name
+            ),
+        }
     }
 
     /// Writes `config.toml` for `url` and `contracts`; `node_extra` and `sync_extra` are added TOML lines.
@@ -112,8 +153,8 @@ impl Workdir {
     ) -> PathBuf {
         let mut text = format!(
             "[node]\nurl = \"{url}\"\nrequests_per_second = 10000\nmax_retries = 12\ninitial_backoff = \"5ms\"\nmax_backoff = \"50ms\"\nrequest_timeout = \"5s\"\n{node_extra}\n\
-             [database]\nurl = \"sqlite://{}\"\n\n[sync]\n{sync_extra}\n",
-            self.db().display()
+             [database]\n{}\n\n[sync]\n{sync_extra}\n",
+            self.database_toml()
         );
         for c in contracts {
             text.push_str(&format!(
@@ -131,6 +172,84 @@ impl Workdir {
         let path = self.dir.path().join("config.toml");
         std::fs::write(&path, text).expect("write config");
         path
+    }
+
+    async fn reader(&self) -> Option<Reader> {
+        match &self.schema {
+            None => SqliteConnectOptions::new()
+                .filename(self.db())
+                .read_only(true)
+                .connect()
+                .await
+                .ok()
+                .map(Reader::Sqlite),
+            Some(schema) => Some(Reader::Postgres(schema.connect().await)),
+        }
+    }
+}
+
+/// A read-only connection to a test's database; every value is read as text.
+enum Reader {
+    Sqlite(sqlx::SqliteConnection),
+    Postgres(sqlx::PgConnection),
+}
+
+impl Reader {
+    fn backend(&self) -> Backend {
+        match self {
+            Reader::Sqlite(_) => Backend::Sqlite,
+            Reader::Postgres(_) => Backend::Postgres,
+        }
+    }
+
+    /// Runs `sql`, whose every column is text, and returns the rows.
+    async fn texts(&mut self, sql: &str) -> Vec<Vec<String>> {
+        fn collect<R: Row>(rows: Vec<R>) -> Vec<Vec<String>>
+        where
+            for<'r> String: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+            usize: sqlx::ColumnIndex<R>,
+        {
+            rows.iter()
+                .map(|row| (0..row.len()).map(|i| row.get::<String, _>(i)).collect())
+                .collect()
+        }
+        match self {
+            Reader::Sqlite(conn) => collect(
+                sqlx::query(sql)
+                    .fetch_all(conn)
+                    .await
+                    .unwrap_or_else(|e| panic!("{sql}: {e}")),
+            ),
+            Reader::Postgres(conn) => collect(
+                sqlx::query(sql)
+                    .fetch_all(conn)
+                    .await
+                    .unwrap_or_else(|e| panic!("{sql}: {e}")),
+            ),
+        }
+    }
+
+    /// A column as text: `quote()` in SQLite (so types show), `::text` in Postgres.
+    fn as_text(&self, column: &str) -> String {
+        match self {
+            Reader::Sqlite(_) => format!("quote(\"{column}\")"),
+            Reader::Postgres(_) => format!("coalesce(\"{column}\"::text, 'NULL')"),
+        }
+    }
+
+    async fn columns(&mut self, table: &str) -> Vec<String> {
+        let sql = match self {
+            Reader::Sqlite(_) => format!("SELECT name FROM pragma_table_info('{table}') ORDER BY cid"),
+            Reader::Postgres(_) => format!(
+                "SELECT column_name::text FROM information_schema.columns WHERE table_schema = current_schema() \
+                 AND table_name = '{table}' ORDER BY ordinal_position"
+            ),
+        };
+        self.texts(&sql)
+            .await
+            .into_iter()
+            .map(|mut row| row.remove(0))
+            .collect()
     }
 }
 
@@ -185,31 +304,32 @@ fn text_literal(s: &str) -> String {
     format!("'{}'", s.replace('\'', "''"))
 }
 
-/// Asserts the SQLite database at `db` holds exactly the ground truth up to `to`: every raw row, and every
-/// typed row with every decoded value. Returns the number of raw logs compared.
+/// Asserts the test's database holds exactly the ground truth up to `to`: every raw row, and every typed row
+/// with every decoded value. Returns the number of raw logs compared.
 pub async fn assert_db_matches_truth(
-    db: &Path,
+    work: &Workdir,
     truth: &GroundTruth,
     contracts: &[Contract],
     to: u64,
 ) -> usize {
-    let mut conn = SqliteConnectOptions::new()
-        .filename(db)
-        .read_only(true)
-        .connect()
-        .await
-        .expect("open db");
+    let mut db = work.reader().await.expect("open the database");
+    let backend = db.backend();
     let expected = expected_logs(truth, contracts, to);
 
     // Raw rows.
-    let rows = sqlx::query(
-        "SELECT block_number, block_hash, transaction_hash, transaction_index, log_index, address, \
-         coalesce(topic0, ''), coalesce(topic1, ''), coalesce(topic2, ''), coalesce(topic3, ''), data \
-         FROM logs ORDER BY block_number, log_index",
-    )
-    .fetch_all(&mut conn)
-    .await
-    .expect("read logs");
+    let int = |c: &str| match backend {
+        Backend::Sqlite => format!("CAST({c} AS TEXT)"),
+        Backend::Postgres => format!("{c}::text"),
+    };
+    let rows = db
+        .texts(&format!(
+            "SELECT {}, block_hash, transaction_hash, {}, {}, address, coalesce(topic0, ''), coalesce(topic1, ''), \
+             coalesce(topic2, ''), coalesce(topic3, ''), data FROM logs ORDER BY logs.block_number, logs.log_index",
+            int("block_number"),
+            int("transaction_index"),
+            int("log_index")
+        ))
+        .await;
     assert_eq!(
         rows.len(),
         expected.len(),
@@ -217,46 +337,21 @@ pub async fn assert_db_matches_truth(
     );
     for (row, (log, _)) in rows.iter().zip(&expected) {
         let topic = |i: usize| log.topics.get(i).map(hx).unwrap_or_default();
-        let actual: (
-            i64,
-            String,
-            String,
-            i64,
-            i64,
-            String,
-            String,
-            String,
-            String,
-            String,
-            String,
-        ) = (
-            row.get(0),
-            row.get(1),
-            row.get(2),
-            row.get(3),
-            row.get(4),
-            row.get(5),
-            row.get(6),
-            row.get(7),
-            row.get(8),
-            row.get(9),
-            row.get(10),
-        );
-        let wanted = (
-            log.block_number as i64,
+        let wanted = vec![
+            log.block_number.to_string(),
             hx(log.block_hash),
             hx(log.transaction_hash),
-            log.transaction_index as i64,
-            log.log_index as i64,
+            log.transaction_index.to_string(),
+            log.log_index.to_string(),
             hx(log.address),
             topic(0),
             topic(1),
             topic(2),
             topic(3),
             hx(&log.data),
-        );
+        ];
         assert_eq!(
-            actual, wanted,
+            row, &wanted,
             "raw row differs at block {} log {}",
             log.block_number, log.log_index
         );
@@ -269,31 +364,19 @@ pub async fn assert_db_matches_truth(
                 continue;
             }
             let table = format!("{}_{}", c.name, snake(&event.name));
-            let columns: Vec<String> =
-                sqlx::query_scalar(&format!("SELECT name FROM pragma_table_info('{table}')"))
-                    .fetch_all(&mut conn)
-                    .await
-                    .expect("table info");
+            let columns = db.columns(&table).await;
             assert_eq!(
                 columns.len(),
                 5 + event.inputs.len(),
                 "table {table} has one column per parameter"
             );
-            let select: Vec<String> = columns.iter().map(|c| format!("quote(\"{c}\")")).collect();
-            let rows: Vec<Vec<String>> = sqlx::query(&format!(
-                "SELECT {} FROM \"{table}\" ORDER BY block_number, log_index",
-                select.join(", ")
-            ))
-            .fetch_all(&mut conn)
-            .await
-            .expect("read typed rows")
-            .iter()
-            .map(|row| {
-                (0..columns.len())
-                    .map(|i| row.get::<String, _>(i))
-                    .collect()
-            })
-            .collect();
+            let select: Vec<String> = columns.iter().map(|c| db.as_text(c)).collect();
+            let rows = db
+                .texts(&format!(
+                    "SELECT {} FROM \"{table}\" ORDER BY block_number, log_index",
+                    select.join(", ")
+                ))
+                .await;
             let wanted: Vec<&TruthLog> = expected
                 .iter()
                 .filter(|(log, tables)| tables.contains(&c.name) && log.event == event.name)
@@ -301,12 +384,16 @@ pub async fn assert_db_matches_truth(
                 .collect();
             assert_eq!(rows.len(), wanted.len(), "row count of {table}");
             for (row, log) in rows.iter().zip(wanted) {
+                let text = |s: String| match backend {
+                    Backend::Sqlite => text_literal(&s),
+                    Backend::Postgres => s,
+                };
                 let fixed = [
                     log.block_number.to_string(),
-                    text_literal(&hx(log.block_hash)),
-                    text_literal(&hx(log.transaction_hash)),
+                    text(hx(log.block_hash)),
+                    text(hx(log.transaction_hash)),
                     log.log_index.to_string(),
-                    text_literal(&hx(log.address)),
+                    text(hx(log.address)),
                 ];
                 assert_eq!(
                     row[..5],
@@ -323,17 +410,13 @@ pub async fn assert_db_matches_truth(
                     } else {
                         None
                     };
-                    check_value(
-                        &row[5 + i],
-                        value,
-                        topic,
-                        &format!(
-                            "{table}.{} at block {} log {}",
-                            columns[5 + i],
-                            log.block_number,
-                            log.log_index
-                        ),
+                    let what = format!(
+                        "{table}.{} at block {} log {}",
+                        columns[5 + i],
+                        log.block_number,
+                        log.log_index
                     );
+                    check_value(backend, &row[5 + i], value, topic, &what);
                 }
             }
         }
@@ -352,8 +435,23 @@ fn snake(name: &str) -> String {
     out
 }
 
-/// Compares one `quote()`d SQLite value with the value the node encoded.
-fn check_value(actual: &str, value: &DynSolValue, topic: Option<B256>, what: &str) {
+/// Compares one value as the database shows it (SQLite `quote()`, Postgres `::text`) with the value the
+/// node encoded.
+fn check_value(
+    backend: Backend,
+    actual: &str,
+    value: &DynSolValue,
+    topic: Option<B256>,
+    what: &str,
+) {
+    let sqlite = backend == Backend::Sqlite;
+    let text = |s: &str| {
+        if sqlite {
+            text_literal(s)
+        } else {
+            s.to_owned()
+        }
+    };
     let dynamic = matches!(
         value,
         DynSolValue::String(_)
@@ -363,26 +461,41 @@ fn check_value(actual: &str, value: &DynSolValue, topic: Option<B256>, what: &st
     ) || matches!(value, DynSolValue::FixedArray(_));
     if let (Some(topic), true) = (topic, dynamic) {
         // An indexed dynamic value is stored as its topic hash.
-        assert_eq!(actual, text_literal(&hx(topic)), "{what}");
+        assert_eq!(actual, text(&hx(topic)), "{what}");
         return;
     }
     let wanted = match value {
-        DynSolValue::Uint(u, bits) if *bits <= 56 => u.to_string(),
-        DynSolValue::Uint(u, _) => text_literal(&u.to_string()),
-        DynSolValue::Int(i, bits) if *bits <= 64 => i.to_string(),
-        DynSolValue::Int(i, _) => text_literal(&i.to_string()),
-        DynSolValue::Address(a) => text_literal(&hx(a)),
-        DynSolValue::FixedBytes(w, size) => text_literal(&hx(&w[..*size])),
-        DynSolValue::Bool(b) => if *b { "1" } else { "0" }.to_string(),
-        DynSolValue::Bytes(b) => format!("X'{}'", hex::encode_upper(b)),
-        DynSolValue::String(s) => text_literal(s),
+        // SQLite: INTEGER up to 63 bits, exact decimal TEXT beyond; Postgres: NUMERIC(78,0) for all.
+        DynSolValue::Uint(u, bits) if *bits <= 56 || !sqlite => u.to_string(),
+        DynSolValue::Uint(u, _) => text(&u.to_string()),
+        DynSolValue::Int(i, bits) if *bits <= 64 || !sqlite => i.to_string(),
+        DynSolValue::Int(i, _) => text(&i.to_string()),
+        DynSolValue::Address(a) => text(&hx(a)),
+        DynSolValue::FixedBytes(w, size) => text(&hx(&w[..*size])),
+        DynSolValue::Bool(b) => match (sqlite, *b) {
+            (true, b) => if b { "1" } else { "0" }.to_owned(),
+            (false, b) => b.to_string(),
+        },
+        DynSolValue::Bytes(b) if sqlite => format!("X'{}'", hex::encode_upper(b)),
+        DynSolValue::Bytes(b) => format!("\\x{}", hex::encode(b)),
+        // Postgres TEXT cannot hold NUL: the sink writes U+FFFD instead (README).
+        DynSolValue::String(s) => text(&if sqlite {
+            s.clone()
+        } else {
+            s.replace('\0', "\u{FFFD}")
+        }),
         DynSolValue::Array(_) | DynSolValue::FixedArray(_) | DynSolValue::Tuple(_) => {
-            let inner = actual
-                .strip_prefix('\'')
-                .and_then(|s| s.strip_suffix('\''))
-                .unwrap_or_else(|| panic!("{what}: JSON column holds {actual}"));
-            let parsed: serde_json::Value = serde_json::from_str(&inner.replace("''", "'"))
-                .unwrap_or_else(|e| panic!("{what}: {e}"));
+            let inner = if sqlite {
+                actual
+                    .strip_prefix('\'')
+                    .and_then(|s| s.strip_suffix('\''))
+                    .unwrap_or_else(|| panic!("{what}: JSON column holds {actual}"))
+                    .replace("''", "'")
+            } else {
+                actual.to_owned()
+            };
+            let parsed: serde_json::Value =
+                serde_json::from_str(&inner).unwrap_or_else(|e| panic!("{what}: {e}"));
             assert_eq!(parsed, json_of(value), "{what}");
             return;
         }
@@ -410,17 +523,32 @@ fn json_of(value: &DynSolValue) -> serde_json::Value {
 }
 
 /// A contract's checkpoint; `None` while the database or the row does not exist yet.
-pub async fn checkpoint(db: &Path, contract: &str) -> Option<i64> {
-    let mut conn = SqliteConnectOptions::new()
-        .filename(db)
-        .read_only(true)
-        .connect()
-        .await
-        .ok()?;
-    sqlx::query_scalar("SELECT block_number FROM checkpoints WHERE contract = ?")
-        .bind(contract)
-        .fetch_optional(&mut conn)
-        .await
-        .ok()
-        .flatten()
+pub async fn checkpoint(work: &Workdir, contract: &str) -> Option<i64> {
+    let mut db = work.reader().await?;
+    let sql =
+        format!("SELECT CAST(block_number AS TEXT) FROM checkpoints WHERE contract = '{contract}'");
+    let rows = match &mut db {
+        Reader::Sqlite(conn) => sqlx::query(&sql).fetch_all(conn).await.ok()?,
+        Reader::Postgres(_) => return db.texts(&sql).await.first().and_then(|r| r[0].parse().ok()),
+    };
+    rows.first()
+        .and_then(|r| r.get::<String, _>(0).parse().ok())
+}
+
+/// Runs an `async fn(Backend)` scenario as two tests, `<name>::sqlite` and `<name>::postgres`.
+#[macro_export]
+macro_rules! both_backends {
+    ($scenario:ident) => {
+        mod $scenario {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn sqlite() {
+                super::$scenario($crate::support::Backend::Sqlite).await
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn postgres() {
+                super::$scenario($crate::support::Backend::Postgres).await
+            }
+        }
+    };
 }

@@ -7,12 +7,14 @@ use std::time::Duration;
 use logslice::devnode::TooManyStyle;
 use logslice::pipeline::Target;
 
-use crate::support::{self, all_contracts, assert_db_matches_truth, node_config, Workdir, KEY};
+use crate::both_backends;
+use crate::support::{
+    self, all_contracts, assert_db_matches_truth, node_config, Backend, Workdir, KEY,
+};
 
 /// The whole example configuration over a chain that holds a block with more than 10,000 logs, synced to a
 /// block number: every raw and typed row equals the ground truth.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sync_to_a_block_matches_the_ground_truth_log_by_log() {
+async fn sync_to_a_block_matches_the_ground_truth_log_by_log(backend: Backend) {
     let node = support::start(node_config(60_000)).await;
     let truth = node.truth();
     let huge = truth.next_huge_block(0);
@@ -20,28 +22,28 @@ async fn sync_to_a_block_matches_the_ground_truth_log_by_log() {
         huge < 60_000 && truth.log_count(huge) > 10_000,
         "the chain holds a block over the cap"
     );
-    let work = Workdir::new();
+    let work = Workdir::with(backend).await;
     let config = work.write_config(&node.http_url(), &all_contracts(), "", "");
     let report = support::sync(&config, Target::Number(59_000))
         .await
         .expect("sync succeeds");
     assert_eq!(report.target, 59_000);
-    let n = assert_db_matches_truth(&work.db(), &truth, &all_contracts(), 59_000).await;
+    let n = assert_db_matches_truth(&work, &truth, &all_contracts(), 59_000).await;
     assert!(n > 10_000, "compared {n} logs");
     for contract in all_contracts() {
         assert_eq!(
-            support::checkpoint(&work.db(), contract.name).await,
+            support::checkpoint(&work, contract.name).await,
             Some(59_000)
         );
     }
 }
+both_backends!(sync_to_a_block_matches_the_ground_truth_log_by_log);
 
 /// A second run resumes from the checkpoint, fetches only the new blocks and duplicates nothing.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sync_resumes_from_the_checkpoint_without_refetching() {
+async fn sync_resumes_from_the_checkpoint_without_refetching(backend: Backend) {
     let node = support::start(node_config(20_000)).await;
     let truth = node.truth();
-    let work = Workdir::new();
+    let work = Workdir::with(backend).await;
     let config = work.write_config(&node.http_url(), &all_contracts(), "", "");
     support::sync(&config, Target::Number(8_000))
         .await
@@ -64,21 +66,21 @@ async fn sync_resumes_from_the_checkpoint_without_refetching() {
         served, above,
         "the second run fetched only blocks above the checkpoint"
     );
-    assert_db_matches_truth(&work.db(), &truth, &all_contracts(), head).await;
+    assert_db_matches_truth(&work, &truth, &all_contracts(), head).await;
     // A third run has nothing to do and changes nothing.
     let report = support::sync(&config, Target::Latest)
         .await
         .expect("third sync");
     assert_eq!(report.logs, 0);
-    assert_db_matches_truth(&work.db(), &truth, &all_contracts(), head).await;
+    assert_db_matches_truth(&work, &truth, &all_contracts(), head).await;
 }
+both_backends!(sync_resumes_from_the_checkpoint_without_refetching);
 
 /// A contract added to the config later is backfilled from its own start; the others are not refetched.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_contract_added_later_is_backfilled_without_refetching_the_others() {
+async fn a_contract_added_later_is_backfilled_without_refetching_the_others(backend: Backend) {
     let node = support::start(node_config(20_000)).await;
     let truth = node.truth();
-    let work = Workdir::new();
+    let work = Workdir::with(backend).await;
     let mut contracts = all_contracts();
     let added = contracts.pop().expect("four contracts");
     let config = work.write_config(&node.http_url(), &contracts, "", "");
@@ -98,8 +100,9 @@ async fn a_contract_added_later_is_backfilled_without_refetching_the_others() {
         served, added_logs,
         "only the added contract's logs were fetched"
     );
-    assert_db_matches_truth(&work.db(), &truth, &contracts, 15_000).await;
+    assert_db_matches_truth(&work, &truth, &contracts, 15_000).await;
 }
+both_backends!(a_contract_added_later_is_backfilled_without_refetching_the_others);
 
 /// Over WebSocket the result is the same.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -110,7 +113,7 @@ async fn sync_over_websocket_matches_the_ground_truth() {
     support::sync(&config, Target::Number(19_000))
         .await
         .expect("sync over ws");
-    assert_db_matches_truth(&work.db(), &node.truth(), &all_contracts(), 19_000).await;
+    assert_db_matches_truth(&work, &node.truth(), &all_contracts(), 19_000).await;
 }
 
 /// Each provider's wording of "too many results" (with and without a suggested range) ends in the same
@@ -144,14 +147,13 @@ async fn every_provider_wording_of_too_many_results_ends_in_the_ground_truth() {
             stats.methods["eth_getLogs"].errors.values().sum::<u64>() > 0,
             "{style:?}: the cap was hit"
         );
-        assert_db_matches_truth(&work.db(), &node.truth(), &all_contracts()[..3], 11_000).await;
+        assert_db_matches_truth(&work, &node.truth(), &all_contracts()[..3], 11_000).await;
     }
 }
 
 /// 429s with Retry-After, 5xx, dropped connections, -32603 and Infura's rate-limit wording under -32005,
 /// all at once: retried with backoff, never split into a gap, and the database is exact.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sync_through_every_transient_fault_matches_the_ground_truth() {
+async fn sync_through_every_transient_fault_matches_the_ground_truth(backend: Backend) {
     let mut config = node_config(15_000);
     config.faults.http_429 = 0.05;
     config.faults.retry_after_secs = 0;
@@ -160,7 +162,7 @@ async fn sync_through_every_transient_fault_matches_the_ground_truth() {
     config.faults.internal_error = 0.05;
     config.faults.rate_limit_error = 0.05;
     let node = support::start(config).await;
-    let work = Workdir::new();
+    let work = Workdir::with(backend).await;
     let path = work.write_config(&node.http_url(), &all_contracts(), "", "");
     let report = support::sync(&path, Target::Number(14_000))
         .await
@@ -172,21 +174,21 @@ async fn sync_through_every_transient_fault_matches_the_ground_truth() {
         "{}",
         stats.summary()
     );
-    assert_db_matches_truth(&work.db(), &node.truth(), &all_contracts(), 14_000).await;
+    assert_db_matches_truth(&work, &node.truth(), &all_contracts(), 14_000).await;
 }
+both_backends!(sync_through_every_transient_fault_matches_the_ground_truth);
 
 fn binary() -> std::process::Command {
     std::process::Command::new(env!("CARGO_BIN_EXE_logslice"))
 }
 
 /// SIGKILL in the middle of a sync, then a rerun: nothing lost, nothing duplicated.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_sync_killed_with_sigkill_resumes_with_nothing_lost_or_duplicated() {
+async fn a_sync_killed_with_sigkill_resumes_with_nothing_lost_or_duplicated(backend: Backend) {
     let mut config = node_config(40_000);
     // Slow answers keep the sync running long enough to be killed mid-way.
     config.faults.latency = Duration::from_millis(20);
     let node = support::start(config).await;
-    let work = Workdir::new();
+    let work = Workdir::with(backend).await;
     let path = work.write_config(
         &node.http_url(),
         &all_contracts(),
@@ -215,9 +217,7 @@ async fn a_sync_killed_with_sigkill_resumes_with_nothing_lost_or_duplicated() {
     }
     child.kill().expect("SIGKILL");
     child.wait().expect("reap");
-    let checkpoint = support::checkpoint(&work.db(), "token_a")
-        .await
-        .unwrap_or(0);
+    let checkpoint = support::checkpoint(&work, "token_a").await.unwrap_or(0);
     assert!(
         checkpoint < 39_000,
         "killed before the end (checkpoint {checkpoint})"
@@ -225,8 +225,9 @@ async fn a_sync_killed_with_sigkill_resumes_with_nothing_lost_or_duplicated() {
     support::sync(&path, Target::Number(39_000))
         .await
         .expect("resume");
-    assert_db_matches_truth(&work.db(), &node.truth(), &all_contracts(), 39_000).await;
+    assert_db_matches_truth(&work, &node.truth(), &all_contracts(), 39_000).await;
 }
+both_backends!(a_sync_killed_with_sigkill_resumes_with_nothing_lost_or_duplicated);
 
 /// A config with an unknown key exits 78 and names the file, the key and the nearest valid key.
 #[test]
