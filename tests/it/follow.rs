@@ -79,12 +79,12 @@ async fn follows_reorgs(node: DevNode, work: &Workdir) {
     let truth = node.truth();
     let mut daemon = start_daemon(&path);
     daemon.reaches(truth.head()).await;
-    assert_db_matches_truth(&work, &truth, &all_contracts(), truth.head()).await;
+    assert_db_matches_truth(work, &truth, &all_contracts(), truth.head()).await;
     for (round, depth) in DEPTHS.iter().enumerate() {
         let head = reorg_and_mine(&node, *depth, 1 + round as u64 % 3);
         daemon.reaches(head).await;
         // No row of an orphaned block survives the poll that saw the new branch.
-        assert_db_matches_truth(&work, &truth, &all_contracts(), head).await;
+        assert_db_matches_truth(work, &truth, &all_contracts(), head).await;
     }
     let stopped = daemon.stop().await;
     assert!(

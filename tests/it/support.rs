@@ -98,8 +98,6 @@ pub enum Backend {
 pub struct Workdir {
     /// Kept alive for the test.
     pub dir: tempfile::TempDir,
-    /// The backend.
-    pub backend: Backend,
     /// The Postgres schema (dropped with the workdir).
     pub schema: Option<TestSchema>,
 }
