@@ -107,7 +107,6 @@ impl Workdir {
     pub fn new() -> Self {
         Self {
             dir: tempfile::tempdir().expect("temp dir"),
-            backend: Backend::Sqlite,
             schema: None,
         }
     }
@@ -120,7 +119,6 @@ impl Workdir {
         };
         Self {
             dir: tempfile::tempdir().expect("temp dir"),
-            backend,
             schema,
         }
     }
