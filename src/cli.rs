@@ -38,6 +38,8 @@ pub enum LogFormat {
 pub enum Command {
     /// Cron mode: index every configured event up to the target block, commit, and exit.
     Sync(SyncArgs),
+    /// Per contract and event: checkpoint, rows, blocks behind the node's head; the last reorg seen.
+    Status(StatusArgs),
     /// Validate the config, the ABIs, the database and the node without indexing.
     Check(ConfigArg),
     /// Serve the built-in simulated access service (for demos, tests and benchmarks).
@@ -60,6 +62,21 @@ pub struct SyncArgs {
     /// The last block to index: a number, latest, safe or finalized.
     #[arg(long, value_parser = clap::value_parser!(Target))]
     pub to: Target,
+    /// Before syncing, drop this contract's typed tables, raw rows and checkpoint (in one transaction),
+    /// then index it again from its start_block; for an ABI or address that changed. Repeatable.
+    #[arg(long, value_name = "CONTRACT")]
+    pub reindex: Vec<String>,
+    /// The config file.
+    #[command(flatten)]
+    pub config: ConfigArg,
+}
+
+/// `status` arguments.
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// Print one JSON object instead of a table.
+    #[arg(long)]
+    pub json: bool,
     /// The config file.
     #[command(flatten)]
     pub config: ConfigArg,

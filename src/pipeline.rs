@@ -19,6 +19,7 @@ use crate::config::{Config, DatabaseUrl, Endpoint, NodeConfig, Transport};
 use crate::decode::EventDecoder;
 use crate::devnode::{DevNode, DevNodeConfig};
 use crate::fetch::{self, Fetched, Gate, GateConfig, OnSplit, Selection};
+use crate::observe::Observer;
 use crate::planner::{Planner, PlannerConfig};
 use crate::primitives::{BlockNumber, BlockRange};
 use crate::rpc::{BlockTag, Client, ClientOptions};
@@ -410,6 +411,19 @@ pub async fn sync(
     target: Target,
     cancel: CancellationToken,
 ) -> Result<SyncReport, Error> {
+    sync_observed(config, target, cancel, &Observer::default()).await
+}
+
+/// [`sync`], reporting progress and metrics to `observer`.
+///
+/// # Errors
+/// Any [`Error`]; what was committed before stays committed.
+pub async fn sync_observed(
+    config: &Config,
+    target: Target,
+    cancel: CancellationToken,
+    observer: &Observer,
+) -> Result<SyncReport, Error> {
     let started = Instant::now();
     let node = Node::connect(&config.node).await?;
     let chain_id = node.chain_id().await?;
@@ -435,6 +449,7 @@ pub async fn sync(
     };
     let plan = BlockRange::new(start, target).expect("start <= target");
     tracing::info!(%plan, node = %node.display, database = %db, "syncing");
+    observer.start(plan);
 
     let (tx, mut rx) = mpsc::channel::<Fetched>(config.sync.max_queued_batches.max(1));
     let fetch_cancel = cancel.child_token();
@@ -447,7 +462,6 @@ pub async fn sync(
         fetch_cancel.clone(),
     ));
 
-    let mut last_progress = Instant::now();
     let written = async {
         loop {
             let first = tokio::select! {
@@ -467,23 +481,22 @@ pub async fn sync(
                     Err(_) => break,
                 }
             }
+            if let Some(last) = fetched.last() {
+                observer.fetched(last.range);
+            }
             let batch = job.build_batch(fetched, &mut report)?;
+            let committing = Instant::now();
             sink.commit(&batch).await.map_err(db_error)?;
             report.batches += 1;
             report.logs += batch.logs.len() as u64;
             report.typed_rows += batch.typed.len() as u64;
-            if last_progress.elapsed() >= Duration::from_secs(5) {
-                last_progress = Instant::now();
-                let end = batch.range.map_or(0, |r| r.end());
-                let rate = report.logs as f64 / started.elapsed().as_secs_f64().max(1e-3);
-                tracing::info!(
-                    checkpoint = end,
-                    target,
-                    logs = report.logs,
-                    logs_per_s = rate as u64,
-                    "progress"
-                );
-            }
+            // Logs a `progress` line or draws the bar.
+            observer.committed(
+                batch.range,
+                batch.logs.len() as u64,
+                batch.typed.len() as u64,
+                committing.elapsed(),
+            );
         }
     }
     .await;
