@@ -14,7 +14,7 @@ use crate::config::{self, Config};
 use crate::exit;
 use crate::observe::{self, Console, Observer, StallClock};
 use crate::pipeline::{self, Node, Target};
-use crate::sink::ReindexSpec;
+use crate::sink::{self, ReindexSpec};
 use crate::status;
 
 /// Runs a parsed command line; returns the exit code. `console` is stderr as the log writer shares it
@@ -146,11 +146,51 @@ async fn sync(args: SyncArgs, cancel: CancellationToken, console: Console) -> u8
             );
             exit::OK
         }
-        Err(err) => {
-            let code = exit::code(&err);
-            tracing::error!("{}", error_chain(&err));
-            code
-        }
+        Err(err) => report_error(&config, &err),
+    }
+}
+
+/// Logs a job's error with the fix for its class, and returns its exit code.
+fn report_error(config: &Config, err: &pipeline::Error) -> u8 {
+    tracing::error!("{}", explain(config, err));
+    exit::code(err)
+}
+
+/// The error chain, then the fix for its class in parentheses.
+fn explain(config: &Config, err: &pipeline::Error) -> String {
+    match fix(config, err, exit::code(err)) {
+        Some(fix) => format!("{} ({fix})", error_chain(err)),
+        None => error_chain(err),
+    }
+}
+
+/// What to do about an error whose message cannot know the config file or the field (the sink never
+/// sees the config, the rpc layer only a redacted URL).
+fn fix(config: &Config, err: &pipeline::Error, code: u8) -> Option<String> {
+    use crate::fetch;
+    let file = config.source.display();
+    match err {
+        pipeline::Error::Database {
+            source: sink::Error::Mismatch(_),
+            ..
+        } => None,
+        pipeline::Error::Database { .. } => Some(format!(
+            "check database.url in {file}: the database must be reachable, its directory must exist and be writable, \
+             and no other process may hold it locked"
+        )),
+        pipeline::Error::Node {
+            source: fetch::Error::Rejected { .. },
+            ..
+        } => Some(format!(
+            "check the API key in node.url in {file}; when written as ${{VAR}} it is read from the environment"
+        )),
+        pipeline::Error::Node { .. } if code == exit::UNAVAILABLE => Some(format!(
+            "check node.url in {file} and that the node is reachable from here; node.max_retries sets how often it is retried"
+        )),
+        pipeline::Error::Node { .. } if code == exit::TEMPFAIL => Some(format!(
+            "the node is failing or rate-limiting: run again later, or lower node.requests_per_second in {file}"
+        )),
+        _ => None,
     }
 }
 
@@ -191,10 +231,9 @@ async fn reindex(config: &Config, names: &[String]) -> Result<(), u8> {
             tables: contract.events.iter().map(|e| e.table.clone()).collect(),
         });
     }
-    let (mut sink, db) = pipeline::open_sink(config).await.map_err(|err| {
-        tracing::error!("{}", error_chain(&err));
-        exit::code(&err)
-    })?;
+    let (mut sink, db) = pipeline::open_sink(config)
+        .await
+        .map_err(|err| report_error(config, &err))?;
     let result = sink.reindex(&specs).await;
     sink.close().await;
     match result {
@@ -207,14 +246,13 @@ async fn reindex(config: &Config, names: &[String]) -> Result<(), u8> {
             );
             Ok(())
         }
-        Err(source) => {
-            let err = pipeline::Error::Database {
+        Err(source) => Err(report_error(
+            config,
+            &pipeline::Error::Database {
                 database: db,
                 source,
-            };
-            tracing::error!("{}", error_chain(&err));
-            Err(exit::code(&err))
-        }
+            },
+        )),
     }
 }
 
@@ -223,7 +261,7 @@ async fn status(args: &StatusArgs) -> u8 {
         Ok(config) => config,
         Err(code) => return code,
     };
-    match status::gather(&config).await {
+    match status::gather(&config, |err| explain(&config, err)).await {
         Ok(report) => {
             if args.json {
                 println!(
@@ -240,10 +278,7 @@ async fn status(args: &StatusArgs) -> u8 {
                 exit::UNAVAILABLE
             }
         }
-        Err(err) => {
-            tracing::error!("{}", error_chain(&err));
-            exit::code(&err)
-        }
+        Err(err) => report_error(&config, &err),
     }
 }
 
@@ -295,21 +330,21 @@ async fn check(args: &ConfigArg) -> u8 {
                         database: db,
                         source,
                     };
-                    report_check(false, "database", &error_chain(&err));
+                    report_check(false, "database", &explain(&config, &err));
                     fail(exit::code(&err));
                 }
             }
             sink.close().await;
         }
         Err(err) => {
-            report_check(false, "database", &error_chain(&err));
+            report_check(false, "database", &explain(&config, &err));
             fail(exit::code(&err));
         }
     }
     let node = match Node::connect(&status::probe_config(&config.node)).await {
         Ok(node) => node,
         Err(err) => {
-            report_check(false, "node", &error_chain(&err));
+            report_check(false, "node", &explain(&config, &err));
             fail(exit::code(&err));
             return code;
         }
@@ -325,7 +360,7 @@ async fn check(args: &ConfigArg) -> u8 {
             chain_id
         }
         Ok(Err(err)) => {
-            report_check(false, "node", &error_chain(&err));
+            report_check(false, "node", &explain(&config, &err));
             fail(exit::code(&err));
             return code;
         }

@@ -102,20 +102,20 @@ pub fn probe_config(config: &NodeConfig) -> NodeConfig {
     config
 }
 
-/// Gathers the report: the database part, then the node's head.
+/// Gathers the report: the database part, then the node's head. `explain` words the node's error.
 ///
 /// # Errors
 /// [`pipeline::Error::Database`] when the database cannot be read; the node's failure is part of the
 /// report instead.
-pub async fn gather(config: &Config) -> Result<Report, pipeline::Error> {
+pub async fn gather(
+    config: &Config,
+    explain: impl Fn(&pipeline::Error) -> String,
+) -> Result<Report, pipeline::Error> {
     let (node_url, head) = probe_head(&config.node).await;
     let node = NodeStatus {
         url: node_url,
         head: head.as_ref().ok().copied(),
-        error: head
-            .as_ref()
-            .err()
-            .map(|e| crate::app::error_chain(e as &dyn std::error::Error)),
+        error: head.as_ref().err().map(explain),
     };
     let exists = match &config.database.url {
         DatabaseUrl::Sqlite(path) => path.as_os_str() == ":memory:" || path.exists(),
