@@ -1,21 +1,29 @@
 //! What each command does, in terms of the library: load the config, run the job, print the result, and
 //! turn the outcome into an exit code. `main.rs` only parses, installs logging and calls [`run`].
+//!
+//! Results go to stdout; every message about a failure goes to stderr through `tracing` (or, for a config
+//! that does not load, as the list of its errors), and names only redacted URLs.
 
 use std::io::Write;
 use std::path::Path;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::cli::{Cli, Command, ConfigArg, SyncArgs};
+use crate::cli::{Cli, Command, ConfigArg, StatusArgs, SyncArgs};
 use crate::config::{self, Config};
 use crate::exit;
-use crate::pipeline::{self, Node};
+use crate::observe::{self, Console, Observer, StallClock};
+use crate::pipeline::{self, Node, Target};
+use crate::sink::{self, ReindexSpec};
+use crate::status;
 
-/// Runs a parsed command line; returns the exit code.
-pub async fn run(cli: Cli, cancel: CancellationToken) -> u8 {
+/// Runs a parsed command line; returns the exit code. `console` is stderr as the log writer shares it
+/// with the progress bar.
+pub async fn run(cli: Cli, cancel: CancellationToken, console: Console) -> u8 {
     match cli.command {
-        Command::Sync(args) => sync(args, cancel).await,
-        Command::Run(args) => daemon(&args, cancel).await,
+        Command::Sync(args) => sync(args, cancel, console).await,
+        Command::Run(args) => daemon(&args, cancel, console).await,
+        Command::Status(args) => status(&args).await,
         Command::Check(args) => check(&args).await,
         Command::Bench(args) => match crate::bench::run(&args).await {
             Ok(report) => {
@@ -47,12 +55,56 @@ fn load(path: &Path) -> Result<Config, u8> {
     })
 }
 
-async fn sync(args: SyncArgs, cancel: CancellationToken) -> u8 {
+/// Every contract whose `start_block` is above an explicit `--to N`: it would index nothing, which is
+/// almost certainly a typo in one of the two, so the sync refuses (exit 78) and names each of them.
+pub fn start_blocks_above(config: &Config, target: Target) -> Vec<String> {
+    let Target::Number(to) = target else {
+        return Vec::new();
+    };
+    config
+        .contracts
+        .iter()
+        .enumerate()
+        .filter(|(_, contract)| contract.start_block > to)
+        .map(|(contract_idx, contract)| {
+            format!(
+                "{}: contracts[{contract_idx}].start_block: {} (contract {}) is above the target block {to} given with --to, so it would index nothing \
+                 (lower contracts[{contract_idx}].start_block, or sync to a block at or above it)",
+                config.source.display(),
+                contract.start_block,
+                contract.name
+            )
+        })
+        .collect()
+}
+
+async fn sync(args: SyncArgs, cancel: CancellationToken, console: Console) -> u8 {
     let config = match load(&args.config.config) {
         Ok(config) => config,
         Err(code) => return code,
     };
-    match pipeline::sync(&config, args.to, cancel).await {
+    let above = start_blocks_above(&config, args.to);
+    if !above.is_empty() {
+        for problem in above {
+            tracing::error!("{problem}");
+        }
+        return exit::CONFIG;
+    }
+    if !args.reindex.is_empty() {
+        if let Err(code) = reindex(&config, &args.reindex).await {
+            return code;
+        }
+    }
+    let clock = StallClock::new();
+    let server = CancellationToken::new();
+    if let Err(code) = start_metrics(&config, &clock, &server).await {
+        return code;
+    }
+    let observer = Observer::new(console, clock);
+    let result = pipeline::sync_observed(&config, args.to, cancel, &observer).await;
+    observer.finish();
+    server.cancel();
+    match result {
         Ok(report) => {
             let secs = report.elapsed.as_secs_f64().max(1e-9);
             println!(
@@ -71,86 +123,326 @@ async fn sync(args: SyncArgs, cancel: CancellationToken) -> u8 {
             );
             exit::OK
         }
-        Err(err) => {
-            let code = exit::code(&err);
-            tracing::error!("{}", error_chain(&err));
-            code
-        }
+        Err(err) => report_error(&config, &err),
     }
 }
 
-async fn daemon(args: &ConfigArg, cancel: CancellationToken) -> u8 {
+/// Serves `/metrics` and `/health` when `[metrics]` is configured, until `server` is cancelled.
+async fn start_metrics(
+    config: &Config,
+    clock: &StallClock,
+    server: &CancellationToken,
+) -> Result<(), u8> {
+    let Some(metrics) = &config.metrics else {
+        return Ok(());
+    };
+    match observe::install_recorder() {
+        Ok(handle) => match observe::serve(
+            metrics.addr,
+            handle,
+            clock.clone(),
+            metrics.max_stall,
+            server.clone(),
+        )
+        .await
+        {
+            Ok(addr) => tracing::info!(%addr, "serving /metrics and /health"),
+            Err(err) => {
+                tracing::error!(
+                    "{}: metrics.addr: cannot listen on {}: {err} (choose a free address, or remove [metrics])",
+                    config.source.display(),
+                    metrics.addr
+                );
+                return Err(exit::CONFIG);
+            }
+        },
+        // Only when a recorder is installed already; the job runs on without metrics.
+        Err(err) => tracing::warn!(cause = %err, "metrics are off"),
+    }
+    Ok(())
+}
+
+/// `logslice run`: the daemon, until SIGINT/SIGTERM (exit 130, everything committed before it intact).
+async fn daemon(args: &ConfigArg, cancel: CancellationToken, console: Console) -> u8 {
     let config = match load(&args.config) {
         Ok(config) => config,
         Err(code) => return code,
     };
-    match pipeline::run(&config, cancel).await {
+    let clock = StallClock::new();
+    let server = CancellationToken::new();
+    if let Err(code) = start_metrics(&config, &clock, &server).await {
+        return code;
+    }
+    let observer = Observer::new(console, clock);
+    let result = pipeline::run_watched(
+        &config,
+        cancel,
+        tokio::sync::watch::Sender::new(None),
+        &observer,
+    )
+    .await;
+    observer.finish();
+    server.cancel();
+    match result {
         Ok(_) => exit::OK,
         Err(pipeline::Error::Interrupted) => {
             tracing::info!("stopped; everything committed before the signal is intact");
             exit::INTERRUPTED
         }
-        Err(err) => {
-            tracing::error!("{}", error_chain(&err));
-            exit::code(&err)
-        }
+        Err(err) => report_error(&config, &err),
     }
 }
 
+/// Logs a job's error with the fix for its class, and returns its exit code.
+fn report_error(config: &Config, err: &pipeline::Error) -> u8 {
+    tracing::error!("{}", explain(config, err));
+    exit::code(err)
+}
+
+/// The error chain, then the fix for its class in parentheses.
+fn explain(config: &Config, err: &pipeline::Error) -> String {
+    match fix(config, err, exit::code(err)) {
+        Some(fix) => format!("{} ({fix})", error_chain(err)),
+        None => error_chain(err),
+    }
+}
+
+/// What to do about an error whose message cannot know the config file or the field (the sink never
+/// sees the config, the rpc layer only a redacted URL).
+fn fix(config: &Config, err: &pipeline::Error, code: u8) -> Option<String> {
+    use crate::fetch;
+    let file = config.source.display();
+    match err {
+        pipeline::Error::Database {
+            source: sink::Error::Mismatch(_),
+            ..
+        } => None,
+        pipeline::Error::Database { .. } => Some(format!(
+            "check database.url in {file}: the database must be reachable, its directory must exist and be writable, \
+             and no other process may hold it locked"
+        )),
+        pipeline::Error::Node {
+            source: fetch::Error::Rejected { .. },
+            ..
+        } => Some(format!(
+            "check the API key in node.url in {file}; when written as ${{VAR}} it is read from the environment"
+        )),
+        pipeline::Error::Node { .. } if code == exit::UNAVAILABLE => Some(format!(
+            "check node.url in {file} and that the node is reachable from here; node.max_retries sets how often it is retried"
+        )),
+        pipeline::Error::Node { .. } if code == exit::TEMPFAIL => Some(format!(
+            "the node is failing or rate-limiting: run again later, or lower node.requests_per_second in {file}"
+        )),
+        _ => None,
+    }
+}
+
+/// `sync --reindex`: forgets the named contracts in one transaction, so the sync that follows indexes
+/// them from their start blocks.
+async fn reindex(config: &Config, names: &[String]) -> Result<(), u8> {
+    let file = config.source.display();
+    let mut specs = Vec::new();
+    for name in names {
+        let Some(contract) = config.contracts.iter().find(|c| &c.name == name) else {
+            let known: Vec<&str> = config.contracts.iter().map(|c| c.name.as_str()).collect();
+            tracing::error!(
+                "--reindex {name}: {file} has no contract named {name:?} (give one of: {})",
+                known.join(", ")
+            );
+            return Err(exit::USAGE);
+        };
+        // Raw rows are shared by address: deleting them under a contract that stays would leave it with
+        // typed rows and a checkpoint over raw rows that are gone.
+        for other in config.contracts.iter().filter(|c| !names.contains(&c.name)) {
+            if let Some(shared) = other
+                .addresses
+                .iter()
+                .find(|a| contract.addresses.contains(a))
+            {
+                tracing::error!(
+                    "--reindex {name}: contract {} in {file} shares address {shared:#x} with {name}, and a reindex deletes that address's raw rows \
+                     (reindex both: --reindex {name} --reindex {})",
+                    other.name,
+                    other.name
+                );
+                return Err(exit::CONFIG);
+            }
+        }
+        specs.push(ReindexSpec {
+            name: contract.name.clone(),
+            addresses: contract.addresses.clone(),
+            tables: contract.events.iter().map(|e| e.table.clone()).collect(),
+        });
+    }
+    let (mut sink, db) = pipeline::open_sink(config)
+        .await
+        .map_err(|err| report_error(config, &err))?;
+    let result = sink.reindex(&specs).await;
+    sink.close().await;
+    match result {
+        Ok(report) => {
+            tracing::info!(
+                contracts = %names.join(","),
+                tables_dropped = report.tables.len(),
+                raw_rows_deleted = report.raw_rows,
+                "reindexing: forgot what was indexed; indexing again from the start blocks"
+            );
+            Ok(())
+        }
+        Err(source) => Err(report_error(
+            config,
+            &pipeline::Error::Database {
+                database: db,
+                source,
+            },
+        )),
+    }
+}
+
+async fn status(args: &StatusArgs) -> u8 {
+    let config = match load(&args.config.config) {
+        Ok(config) => config,
+        Err(code) => return code,
+    };
+    match status::gather(&config, |err| explain(&config, err)).await {
+        Ok(report) => {
+            if args.json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&report).expect("the report serializes")
+                );
+            } else {
+                print!("{report}");
+            }
+            // The report is printed either way; the code tells a script the node could not be asked.
+            if report.node.head.is_some() {
+                exit::OK
+            } else {
+                exit::UNAVAILABLE
+            }
+        }
+        Err(err) => report_error(&config, &err),
+    }
+}
+
+/// One line of `check`: a mark, the thing checked, what was found.
+fn report_check(ok: bool, what: &str, detail: &str) {
+    let mark = if ok { "ok  " } else { "FAIL" };
+    let _ = writeln!(std::io::stdout(), "{mark}  {what}: {detail}");
+}
+
 async fn check(args: &ConfigArg) -> u8 {
-    let mut stdout = std::io::stdout();
-    let config = match load(&args.config) {
+    let mut code = exit::OK;
+    let mut fail = |failure: u8| {
+        if code == exit::OK {
+            code = failure;
+        }
+    };
+    let config = match config::load(&args.config) {
         Ok(config) => {
-            let _ = writeln!(
-                stdout,
-                "ok    config {} ({} contracts)",
-                args.config.display(),
-                config.contracts.len()
+            let n_events: usize = config.contracts.iter().map(|c| c.events.len()).sum();
+            report_check(
+                true,
+                "config",
+                &format!(
+                    "{} ({} contracts, {n_events} events, every ABI parsed)",
+                    args.config.display(),
+                    config.contracts.len()
+                ),
             );
             config
         }
-        Err(code) => {
-            let _ = writeln!(stdout, "FAIL  config {}", args.config.display());
-            return code;
+        Err(errors) => {
+            report_check(false, "config", &args.config.display().to_string());
+            for error in &errors.0 {
+                let _ = writeln!(std::io::stdout(), "      {error}");
+            }
+            return exit::CONFIG;
         }
     };
-    let mut code = exit::OK;
+    let mut db_chain_id = None;
     match pipeline::open_sink(&config).await {
         Ok((sink, db)) => {
-            let _ = writeln!(stdout, "ok    database {db}");
+            match sink.chain_id().await {
+                Ok(chain_id) => {
+                    db_chain_id = chain_id;
+                    report_check(true, "database", &format!("{db} opens and is migrated"));
+                }
+                Err(source) => {
+                    let err = pipeline::Error::Database {
+                        database: db,
+                        source,
+                    };
+                    report_check(false, "database", &explain(&config, &err));
+                    fail(exit::code(&err));
+                }
+            }
             sink.close().await;
         }
         Err(err) => {
-            let _ = writeln!(stdout, "FAIL  database: {}", error_chain(&err));
-            code = exit::code(&err);
+            report_check(false, "database", &explain(&config, &err));
+            fail(exit::code(&err));
         }
     }
-    match Node::connect(&config.node).await {
-        Ok(node) => match node.chain_id().await {
-            Ok(chain_id) => {
-                let _ = writeln!(
-                    stdout,
-                    "ok    node {} (chain id {chain_id}, key accepted)",
-                    node.display
-                );
-            }
-            Err(err) => {
-                let _ = writeln!(stdout, "FAIL  node: {}", error_chain(&err));
-                code = if code == exit::OK {
-                    exit::code(&err)
-                } else {
-                    code
-                };
-            }
-        },
+    let node = match Node::connect(&status::probe_config(&config.node)).await {
+        Ok(node) => node,
         Err(err) => {
-            let _ = writeln!(stdout, "FAIL  node: {}", error_chain(&err));
-            code = if code == exit::OK {
-                exit::code(&err)
-            } else {
-                code
-            };
+            report_check(false, "node", &explain(&config, &err));
+            fail(exit::code(&err));
+            return code;
         }
+    };
+    let answer = tokio::time::timeout(status::PROBE_TIMEOUT * 2, node.chain_id()).await;
+    let chain_id = match answer {
+        Ok(Ok(chain_id)) => {
+            report_check(
+                true,
+                "node",
+                &format!("{} answers (key accepted)", node.display),
+            );
+            chain_id
+        }
+        Ok(Err(err)) => {
+            report_check(false, "node", &explain(&config, &err));
+            fail(exit::code(&err));
+            return code;
+        }
+        Err(_) => {
+            report_check(
+                false,
+                "node",
+                &format!(
+                    "{}: no answer within {}",
+                    node.display,
+                    humantime::format_duration(status::PROBE_TIMEOUT * 2)
+                ),
+            );
+            fail(exit::UNAVAILABLE);
+            return code;
+        }
+    };
+    match db_chain_id {
+        Some(stored) if stored != chain_id => {
+            report_check(
+                false,
+                "chain id",
+                &format!(
+                    "the database holds logs of chain {stored} but the node serves chain {chain_id} (point database.url at a new database, or node.url at chain {stored})"
+                ),
+            );
+            // As `sync` refuses it: a database built for another chain is a configuration error.
+            fail(exit::CONFIG);
+        }
+        Some(_) => report_check(
+            true,
+            "chain id",
+            &format!("{chain_id}, as the database was built from"),
+        ),
+        None => report_check(
+            true,
+            "chain id",
+            &format!("{chain_id} (the database records none yet; the first sync records it)"),
+        ),
     }
     code
 }

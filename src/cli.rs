@@ -40,6 +40,8 @@ pub enum Command {
     Sync(SyncArgs),
     /// Daemon: backfill, then follow the head (reorg-aware) until SIGINT/SIGTERM.
     Run(ConfigArg),
+    /// Per contract and event: checkpoint, rows, blocks behind the node's head; the last reorg seen.
+    Status(StatusArgs),
     /// Validate the config, the ABIs, the database and the node without indexing.
     Check(ConfigArg),
     /// Serve the built-in simulated access service (for demos, tests and benchmarks).
@@ -62,6 +64,21 @@ pub struct SyncArgs {
     /// The last block to index: a number, latest, safe or finalized.
     #[arg(long, value_parser = clap::value_parser!(Target))]
     pub to: Target,
+    /// Before syncing, drop this contract's typed tables, raw rows and checkpoint (in one transaction),
+    /// then index it again from its start_block; for an ABI or address that changed. Repeatable.
+    #[arg(long, value_name = "CONTRACT")]
+    pub reindex: Vec<String>,
+    /// The config file.
+    #[command(flatten)]
+    pub config: ConfigArg,
+}
+
+/// `status` arguments.
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// Print one JSON object instead of a table.
+    #[arg(long)]
+    pub json: bool,
     /// The config file.
     #[command(flatten)]
     pub config: ConfigArg,

@@ -1,5 +1,6 @@
 //! The `logslice` binary: parse the command line, install logging, run the command, exit with its code.
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -7,6 +8,7 @@ use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
 
 use logslice::cli::{Cli, LogFormat};
+use logslice::observe::{Console, ProgressMode, Verbosity};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -18,9 +20,24 @@ fn main() -> ExitCode {
     };
     let filter = EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| EnvFilter::new(format!("logslice={level},warn")));
+    let verbosity = if cli.quiet {
+        Verbosity::Quiet
+    } else {
+        Verbosity::Normal
+    };
+    let term = std::env::var("TERM").ok();
+    let stderr_is_terminal = std::io::stderr().is_terminal();
+    let console = Console::new(ProgressMode::choose(
+        stderr_is_terminal,
+        verbosity,
+        term.as_deref(),
+    ));
+    // Log lines go through the console so they are drawn around the progress bar, never through it.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(console.clone())
+        // Colour codes only for a terminal: a log file or journald gets plain text.
+        .with_ansi(stderr_is_terminal);
     match cli.log_format {
         LogFormat::Json => builder.json().init(),
         LogFormat::Text => builder.init(),
@@ -43,7 +60,7 @@ fn main() -> ExitCode {
             tracing::info!("shutting down: finishing the batch in flight");
             on_signal.cancel();
         });
-        logslice::app::run(cli, cancel).await
+        logslice::app::run(cli, cancel, console).await
     });
     ExitCode::from(code)
 }

@@ -20,6 +20,7 @@ use crate::decode::EventDecoder;
 use crate::devnode::{DevNode, DevNodeConfig};
 use crate::fetch::{self, Fetched, Gate, GateConfig, OnSplit, Selection};
 use crate::follow;
+use crate::observe::{self, Observer};
 use crate::planner::{Planner, PlannerConfig};
 use crate::primitives::{BlockNumber, BlockRange};
 use crate::rpc::{self, BlockTag, Client, ClientOptions};
@@ -453,6 +454,8 @@ impl Job {
 /// An open job: node, database and what to index.
 struct Ctx<'a> {
     config: &'a Config,
+    /// Progress bar or lines, metrics, and the clock `/health` reads.
+    observer: &'a Observer,
     node: Node,
     sink: Sink,
     db: String,
@@ -471,7 +474,7 @@ enum Step {
 }
 
 impl<'a> Ctx<'a> {
-    async fn open(config: &'a Config) -> Result<Ctx<'a>, Error> {
+    async fn open(config: &'a Config, observer: &'a Observer) -> Result<Ctx<'a>, Error> {
         let node = Node::connect(&config.node).await?;
         let chain_id = node.chain_id().await?;
         let (mut sink, db) = open_sink(config).await?;
@@ -485,6 +488,7 @@ impl<'a> Ctx<'a> {
         let progress = watch::Sender::new(None);
         Ok(Ctx {
             config,
+            observer,
             node,
             sink,
             db,
@@ -570,6 +574,7 @@ impl<'a> Ctx<'a> {
                     typed_rows = removed.typed_rows,
                     "reorg: rolled back"
                 );
+                observe::record_reorg(depth);
                 self.job.reload(&self.sink).await.map_err(self.db_error())?;
                 self.publish();
                 return Ok(());
@@ -597,6 +602,7 @@ impl<'a> Ctx<'a> {
         };
         let plan = BlockRange::new(start, end).expect("start <= end");
         tracing::info!(%plan, node = %self.node.display, database = %self.db, "backfilling");
+        self.observer.start(plan);
         let config = self.config;
         let (tx, mut rx) = mpsc::channel::<Fetched>(config.sync.max_queued_batches.max(1));
         let fetch_cancel = cancel.child_token();
@@ -608,9 +614,7 @@ impl<'a> Ctx<'a> {
             tx,
             fetch_cancel.clone(),
         ));
-        let started = Instant::now();
-        let mut last_progress = Instant::now();
-        let (job, sink, db) = (&self.job, &mut self.sink, &self.db);
+        let (job, sink, db, observer) = (&self.job, &mut self.sink, &self.db, self.observer);
         let written = async {
             loop {
                 let first = tokio::select! {
@@ -630,7 +634,11 @@ impl<'a> Ctx<'a> {
                         Err(_) => break,
                     }
                 }
+                if let Some(last) = fetched.last() {
+                    observer.fetched(last.range);
+                }
                 let batch = job.build_batch(fetched, report)?;
+                let committing = Instant::now();
                 sink.commit(&batch)
                     .await
                     .map_err(|source| Error::Database {
@@ -640,18 +648,13 @@ impl<'a> Ctx<'a> {
                 report.batches += 1;
                 report.logs += batch.logs.len() as u64;
                 report.typed_rows += batch.typed.len() as u64;
-                if last_progress.elapsed() >= Duration::from_secs(5) {
-                    last_progress = Instant::now();
-                    let checkpoint = batch.range.map_or(0, |r| r.end());
-                    let rate = report.logs as f64 / started.elapsed().as_secs_f64().max(1e-3);
-                    tracing::info!(
-                        checkpoint,
-                        target = end,
-                        logs = report.logs,
-                        logs_per_s = rate as u64,
-                        "progress"
-                    );
-                }
+                // Logs a `progress` line or draws the bar; moves the clock `/health` reads.
+                observer.committed(
+                    batch.range,
+                    batch.logs.len() as u64,
+                    batch.typed.len() as u64,
+                    committing.elapsed(),
+                );
             }
         }
         .await;
@@ -813,7 +816,14 @@ impl<'a> Ctx<'a> {
             .collect();
         batch.forget_blocks_below = Some(last.saturating_sub(self.config.sync.max_reorg_depth));
         batch.removed = removed;
+        let committing = Instant::now();
         self.sink.commit(&batch).await.map_err(self.db_error())?;
+        self.observer.committed(
+            batch.range,
+            batch.logs.len() as u64,
+            batch.typed.len() as u64,
+            committing.elapsed(),
+        );
         report.batches += 1;
         report.logs += batch.logs.len() as u64;
         report.typed_rows += batch.typed.len() as u64;
@@ -876,8 +886,21 @@ pub async fn sync(
     target: Target,
     cancel: CancellationToken,
 ) -> Result<SyncReport, Error> {
+    sync_observed(config, target, cancel, &Observer::default()).await
+}
+
+/// [`sync`], reporting progress and metrics to `observer`.
+///
+/// # Errors
+/// Any [`Error`]; what was committed before stays committed.
+pub async fn sync_observed(
+    config: &Config,
+    target: Target,
+    cancel: CancellationToken,
+    observer: &Observer,
+) -> Result<SyncReport, Error> {
     let started = Instant::now();
-    let mut ctx = Ctx::open(config).await?;
+    let mut ctx = Ctx::open(config, observer).await?;
     ctx.reconcile().await?;
     let target = ctx.node.resolve(target).await?;
     let mut report = SyncReport {
@@ -903,10 +926,17 @@ pub async fn sync(
 /// # Errors
 /// [`Error::Interrupted`] on shutdown (everything committed before it is intact), or any other [`Error`].
 pub async fn run(config: &Config, cancel: CancellationToken) -> Result<SyncReport, Error> {
-    run_watched(config, cancel, watch::Sender::new(None)).await
+    run_watched(
+        config,
+        cancel,
+        watch::Sender::new(None),
+        &Observer::default(),
+    )
+    .await
 }
 
-/// [`run`], publishing the lowest committed checkpoint on `progress` after every commit and rollback.
+/// [`run`], publishing the lowest committed checkpoint on `progress` after every commit and rollback, and
+/// reporting progress and metrics to `observer`.
 ///
 /// # Errors
 /// As [`run`].
@@ -914,9 +944,10 @@ pub async fn run_watched(
     config: &Config,
     cancel: CancellationToken,
     progress: watch::Sender<Option<BlockNumber>>,
+    observer: &Observer,
 ) -> Result<SyncReport, Error> {
     let started = Instant::now();
-    let mut ctx = Ctx::open(config).await?;
+    let mut ctx = Ctx::open(config, observer).await?;
     ctx.progress = progress;
     ctx.publish();
     let mut report = SyncReport::default();
@@ -929,6 +960,8 @@ pub async fn run_watched(
             match ctx.catch_up(head, 1, &cancel, &mut report).await {
                 Ok(()) => {
                     report.target = head;
+                    // At the head and consistent: healthy, even when no block came.
+                    observer.clock().advanced();
                     if !caught_up {
                         caught_up = true;
                         tracing::info!(

@@ -46,6 +46,18 @@ pub struct Config {
     pub sync: SyncConfig,
     /// `[[contracts]]`, in file order.
     pub contracts: Vec<ContractConfig>,
+    /// `[metrics]`: absent, no metrics or health endpoint is served.
+    pub metrics: Option<MetricsConfig>,
+}
+
+/// `[metrics]`: where Prometheus text (`/metrics`) and the health check (`/health`) are served.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetricsConfig {
+    /// `addr`, required in the section, e.g. `127.0.0.1:9090`.
+    pub addr: std::net::SocketAddr,
+    /// `max_stall`, default 5m ([`DEFAULT_MAX_STALL`]): `/health` answers 503 when the checkpoint has not
+    /// advanced for longer.
+    pub max_stall: Duration,
 }
 
 /// Where the JSON-RPC service is.
@@ -243,7 +255,11 @@ pub fn load_str(
             return Err(ConfigErrors(reader.errors));
         }
     };
-    reader.check_keys("", &root, &["node", "database", "sync", "contracts"]);
+    reader.check_keys(
+        "",
+        &root,
+        &["node", "database", "sync", "contracts", "metrics"],
+    );
     let empty = toml::Table::new();
     let node_table = reader.table(&root, "", "node");
     if node_table.is_none() && !root.contains_key("node") {
@@ -267,6 +283,9 @@ pub fn load_str(
     let sync = sections::sync(&mut reader, sync_table);
     let base_dir = path.parent().unwrap_or(Path::new(""));
     let contracts = contracts::contracts(&mut reader, &root, base_dir, sync.start_block);
+    let metrics = reader
+        .table(&root, "", "metrics")
+        .and_then(|table| sections::metrics(&mut reader, table));
     if !reader.errors.is_empty() {
         return Err(ConfigErrors(reader.errors));
     }
@@ -276,6 +295,7 @@ pub fn load_str(
         database,
         sync,
         contracts,
+        metrics,
     })
 }
 

@@ -7,7 +7,8 @@ use toml::{Table, Value};
 
 use super::reader::{field, Reader, Setting};
 use super::{
-    DatabaseConfig, DatabaseUrl, Endpoint, Finality, NodeConfig, SecretUrl, SyncConfig, Transport,
+    DatabaseConfig, DatabaseUrl, Endpoint, Finality, MetricsConfig, NodeConfig, SecretUrl,
+    SyncConfig, Transport,
 };
 
 /// `node.requests_per_second`.
@@ -42,6 +43,9 @@ pub const DEFAULT_MAX_REORG_DEPTH: u64 = 128;
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(2);
 /// `sync.shutdown_grace`.
 pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+/// `metrics.max_stall`: long enough that a slow node's retries (up to `node.max_backoff` each) do not
+/// count as a stall, short enough that a stuck job is noticed within one alerting interval.
+pub const DEFAULT_MAX_STALL: Duration = Duration::from_secs(5 * 60);
 
 const NODE_KEYS: &[&str] = &[
     "url",
@@ -55,6 +59,7 @@ const NODE_KEYS: &[&str] = &[
     "max_backoff",
     "max_response_bytes",
 ];
+const METRICS_KEYS: &[&str] = &["addr", "max_stall"];
 const DATABASE_KEYS: &[&str] = &["url", "schema"];
 const SYNC_KEYS: &[&str] = &[
     "start_block",
@@ -380,6 +385,27 @@ fn finality(reader: &mut Reader<'_>, table: &Table) -> Finality {
         Some(other) => {
             reader.error(&field, format!("is a {}", other.type_str()), FIX);
             Finality::Finalized
+        }
+    }
+}
+
+/// `[metrics]` (only when the section is present).
+pub(super) fn metrics(reader: &mut Reader<'_>, table: &Table) -> Option<MetricsConfig> {
+    const S: &str = "metrics";
+    const FIX: &str =
+        "write addr = \"127.0.0.1:9090\" (host:port), or remove the [metrics] section";
+    reader.check_keys(S, table, METRICS_KEYS);
+    let max_stall = reader.duration(table, S, "max_stall", DEFAULT_MAX_STALL);
+    let setting = reader.required_string(table, S, "addr", FIX)?;
+    match setting.value.parse() {
+        Ok(addr) => Some(MetricsConfig { addr, max_stall }),
+        Err(_) => {
+            reader.error(
+                "metrics.addr",
+                format!("\"{}\" is not an IP address and port", setting.raw),
+                FIX,
+            );
+            None
         }
     }
 }

@@ -295,7 +295,7 @@ address = "0xa0b86991c6218b36c1d19d4a2e9eb0ce3606eb48"
 events = ["event Transfer(address indexed from, address indexed to, uint256 value)"]
 "#,
         &[
-            "<dir>/config.toml: colour: unknown key \"colour\" (valid keys here: node, database, sync, contracts)",
+            "<dir>/config.toml: colour: unknown key \"colour\" (valid keys here: node, database, sync, contracts, metrics)",
             "<dir>/config.toml: node.max_concurency: unknown key \"max_concurency\" (did you mean \"max_concurrency\"?)",
             "<dir>/config.toml: database.shema: unknown key \"shema\" (did you mean \"schema\"?)",
             "<dir>/config.toml: sync.finalty: unknown key \"finalty\" (did you mean \"finality\"?)",
@@ -793,5 +793,48 @@ fn loads_a_file_and_resolves_abi_paths_beside_it() {
             .to_string()
             .starts_with(&format!("{}: (file): cannot read it: ", missing.display())),
         "{errors}"
+    );
+}
+
+#[test]
+fn reads_the_metrics_section_with_its_default_stall() {
+    let config = check_ok(&config_text(TRANSFER_CONTRACT));
+    assert_eq!(config.metrics, None);
+    let config = check_ok(&config_text(&format!(
+        "[metrics]\naddr = \"127.0.0.1:9090\"\n{TRANSFER_CONTRACT}"
+    )));
+    assert_eq!(
+        config.metrics,
+        Some(MetricsConfig {
+            addr: "127.0.0.1:9090".parse().unwrap(),
+            max_stall: DEFAULT_MAX_STALL,
+        })
+    );
+    let config = check_ok(&config_text(&format!(
+        "[metrics]\naddr = \"[::1]:9100\"\nmax_stall = \"90s\"\n{TRANSFER_CONTRACT}"
+    )));
+    assert_eq!(
+        config.metrics.map(|m| m.max_stall),
+        Some(Duration::from_secs(90))
+    );
+}
+
+#[test]
+fn rejects_bad_metrics_settings() {
+    check_errors(
+        &config_text(&format!(
+            "[metrics]\naddr = \"localhost\"\nmax_stal = \"1m\"\n{TRANSFER_CONTRACT}"
+        )),
+        &[
+            "<dir>/config.toml: metrics.max_stal: unknown key \"max_stal\" (did you mean \"max_stall\"?)",
+            "<dir>/config.toml: metrics.addr: \"localhost\" is not an IP address and port (write addr = \"127.0.0.1:9090\" (host:port), or remove the [metrics] section)",
+        ],
+    );
+    check_errors(
+        &config_text(&format!("[metrics]\nmax_stall = \"0s\"\n{TRANSFER_CONTRACT}")),
+        &[
+            "<dir>/config.toml: metrics.max_stall: \"0s\" is zero (use a duration above zero)",
+            "<dir>/config.toml: metrics.addr: is missing (write addr = \"127.0.0.1:9090\" (host:port), or remove the [metrics] section)",
+        ],
     );
 }

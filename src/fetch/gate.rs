@@ -110,6 +110,10 @@ impl Gate {
                 self.stats.requests.fetch_add(1, Ordering::Relaxed);
                 call().await
             };
+            crate::observe::record_request(
+                method,
+                result.as_ref().err().map(|e| e.class()).as_ref(),
+            );
             let err = match result {
                 Ok(value) => return Ok(value),
                 Err(err) => err,
@@ -118,6 +122,7 @@ impl Gate {
             let hint = match err.class() {
                 Class::Split { .. } if on_split == OnSplit::Return => {
                     self.stats.splits.fetch_add(1, Ordering::Relaxed);
+                    crate::observe::record_split();
                     return Err(Error::Split(err));
                 }
                 Class::Split { .. } | Class::Unreachable => None,
@@ -150,6 +155,7 @@ impl Gate {
                 .min(self.config.max_backoff.max(hint.unwrap_or_default()));
             tracing::debug!(method, attempt, cause = %err, delay_ms = delay.as_millis() as u64, "retrying");
             self.stats.retries.fetch_add(1, Ordering::Relaxed);
+            crate::observe::record_retry();
             tokio::time::sleep(delay).await;
         }
         unreachable!("the last attempt returns")

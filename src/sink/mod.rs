@@ -149,6 +149,58 @@ pub struct RollbackReport {
     pub blocks: u64,
 }
 
+/// A contract as the database records it, for `logslice status`: read-only, no config needed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContractStatus {
+    /// Name.
+    pub name: String,
+    /// Addresses (`0x` + lowercase hex), as recorded.
+    pub addresses: Vec<String>,
+    /// Start block, as recorded.
+    pub start_block: BlockNumber,
+    /// The checkpoint; `None` before the first committed batch.
+    pub checkpoint: Option<BlockNumber>,
+    /// Its event tables.
+    pub tables: Vec<TableStatus>,
+}
+
+/// One event table of a [`ContractStatus`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableStatus {
+    /// The event's signature, e.g. `Transfer(address,address,uint256)`.
+    pub event: String,
+    /// Table name.
+    pub table: String,
+    /// Rows in the table; `None` when the table does not exist.
+    pub rows: Option<u64>,
+}
+
+/// What a [`Sink::reindex`] removes: one contract's name, its configured addresses and tables. What the
+/// database recorded for it (older addresses, tables of an older ABI) is removed too.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReindexSpec {
+    /// Contract name.
+    pub name: String,
+    /// Configured addresses.
+    pub addresses: Vec<Address>,
+    /// Configured table names.
+    pub tables: Vec<String>,
+}
+
+/// What a [`Sink::reindex`] removed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReindexReport {
+    /// Tables dropped.
+    pub tables: Vec<String>,
+    /// Raw rows deleted.
+    pub raw_rows: u64,
+}
+
+/// `meta` key of the chain id the database was built from.
+pub const META_CHAIN_ID: &str = "chain_id";
+/// `meta` key of the last reorg seen, as text (written by the follower).
+pub const META_LAST_REORG: &str = "last_reorg";
+
 /// The storage backend.
 pub enum Sink {
     /// SQLite (the embedded default).
@@ -242,6 +294,66 @@ impl Sink {
         }
     }
 
+    /// A value of the `meta` table.
+    ///
+    /// # Errors
+    /// [`Error::Query`].
+    pub async fn meta(&self, key: &str) -> Result<Option<String>, Error> {
+        match self {
+            Sink::Sqlite(s) => s.meta(key).await,
+            Sink::Postgres(s) => s.meta(key).await,
+        }
+    }
+
+    /// The chain id the database was built from; `None` before the first sync.
+    ///
+    /// # Errors
+    /// [`Error::Query`]; [`Error::Mismatch`] when the stored value is not a number.
+    pub async fn chain_id(&self) -> Result<Option<u64>, Error> {
+        match self.meta(META_CHAIN_ID).await? {
+            None => Ok(None),
+            Some(text) => text.parse().map(Some).map_err(|_| {
+                Error::Mismatch(format!(
+                    "meta.chain_id holds {text:?}, not a chain id: the database was not written by logslice"
+                ))
+            }),
+        }
+    }
+
+    /// The last reorg seen (`meta.last_reorg`), as the follower wrote it; `None` when there was none.
+    ///
+    /// # Errors
+    /// [`Error::Query`].
+    pub async fn last_reorg(&self) -> Result<Option<String>, Error> {
+        self.meta(META_LAST_REORG).await
+    }
+
+    /// Every contract the database records, in name order, with its checkpoint and the row count of each
+    /// event table. Read-only.
+    ///
+    /// # Errors
+    /// [`Error::Query`].
+    pub async fn status(&self) -> Result<Vec<ContractStatus>, Error> {
+        match self {
+            Sink::Sqlite(s) => s.status().await,
+            Sink::Postgres(s) => s.status().await,
+        }
+    }
+
+    /// Forgets contracts so that the next sync indexes them from their start, in one transaction: drops
+    /// their typed tables (configured and recorded), deletes their raw rows (by every configured and
+    /// recorded address), their checkpoints and their `contracts` records.
+    ///
+    /// # Errors
+    /// [`Error::Mismatch`] when a contract not being reindexed records one of the addresses (its raw rows
+    /// would go too); [`Error::Query`]. Nothing is changed then.
+    pub async fn reindex(&mut self, contracts: &[ReindexSpec]) -> Result<ReindexReport, Error> {
+        match self {
+            Sink::Sqlite(s) => s.reindex(contracts).await,
+            Sink::Postgres(s) => s.reindex(contracts).await,
+        }
+    }
+
     /// Closes the connections cleanly.
     pub async fn close(self) {
         match self {
@@ -267,6 +379,14 @@ pub mod hex {
             .strip_prefix("0x")
             .ok_or_else(|| format!("{text:?} lacks 0x"))?;
         alloy_primitives::hex::decode(digits).map_err(|e| format!("{text:?}: {e}"))
+    }
+}
+
+/// The table of a recorded event, `Transfer(address,address,uint256) -> usdc_transfer`, split in two.
+fn split_event_record(record: &str) -> (String, String) {
+    match record.rsplit_once(" -> ") {
+        Some((event, table)) => (event.to_owned(), table.to_owned()),
+        None => (record.to_owned(), String::new()),
     }
 }
 

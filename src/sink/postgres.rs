@@ -40,8 +40,8 @@ use crate::decode::{ColumnKind, Value};
 use crate::primitives::{BlockNumber, B256};
 
 use super::{
-    hex, migrate, query_error, to_i64, Batch, ContractSpec, Error, RollbackReport, TableSpec,
-    TrackedBlock,
+    hex, migrate, query_error, split_event_record, to_i64, Batch, ContractSpec, ContractStatus,
+    Error, ReindexReport, ReindexSpec, RollbackReport, TableSpec, TableStatus, TrackedBlock,
 };
 
 /// Connections in the pool: one writes at a time; the rest serve `status` and readers of [`PostgresSink::pool`].
@@ -509,6 +509,153 @@ impl PostgresSink {
             typed_rows,
             blocks,
         })
+    }
+
+    pub(super) async fn meta(&self, key: &str) -> Result<Option<String>, Error> {
+        sqlx::query_scalar("SELECT value FROM meta WHERE key = $1")
+            .bind(key)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(query_error("reading the meta table"))
+    }
+
+    pub(super) async fn status(&self) -> Result<Vec<ContractStatus>, Error> {
+        let contracts: Vec<(String, String, String, i64, Option<i64>)> = sqlx::query_as(
+            "SELECT c.name, c.addresses, c.events, c.start_block, k.block_number \
+             FROM contracts c LEFT JOIN checkpoints k ON k.contract = c.name ORDER BY c.name",
+        )
+        .fetch_all(&self.pool)
+        .await
+        .map_err(query_error("reading the contracts"))?;
+        let mut out = Vec::with_capacity(contracts.len());
+        for (name, addresses, events, start_block, checkpoint) in contracts {
+            let events: Vec<String> = serde_json::from_str(&events).unwrap_or_default();
+            let mut tables = Vec::with_capacity(events.len());
+            for record in events {
+                let (event, table) = split_event_record(&record);
+                let rows = if self.table_exists(&table).await? {
+                    let n: i64 = sqlx::query_scalar(&format!(
+                        "SELECT count(*) FROM {}",
+                        quote_ident(&table)
+                    ))
+                    .fetch_one(&self.pool)
+                    .await
+                    .map_err(query_error("counting rows"))?;
+                    Some(u64::try_from(n).unwrap_or(0))
+                } else {
+                    None
+                };
+                tables.push(TableStatus { event, table, rows });
+            }
+            out.push(ContractStatus {
+                name,
+                addresses: serde_json::from_str(&addresses).unwrap_or_default(),
+                start_block: u64::try_from(start_block).unwrap_or(0),
+                checkpoint: checkpoint.and_then(|b| u64::try_from(b).ok()),
+                tables,
+            });
+        }
+        Ok(out)
+    }
+
+    async fn table_exists(&self, table: &str) -> Result<bool, Error> {
+        let n: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = $1",
+        )
+        .bind(table)
+        .fetch_one(&self.pool)
+        .await
+        .map_err(query_error("listing tables"))?;
+        Ok(n > 0)
+    }
+
+    pub(super) async fn reindex(
+        &mut self,
+        contracts: &[ReindexSpec],
+    ) -> Result<ReindexReport, Error> {
+        // Every read and refusal before the transaction (see `prepare`).
+        let recorded: Vec<(String, String, String)> =
+            sqlx::query_as("SELECT name, addresses, events FROM contracts")
+                .fetch_all(&self.pool)
+                .await
+                .map_err(query_error("reading the contracts"))?;
+        let names: Vec<&str> = contracts.iter().map(|c| c.name.as_str()).collect();
+        let mut addresses: Vec<String> = Vec::new();
+        let mut tables: Vec<String> = Vec::new();
+        for contract in contracts {
+            addresses.extend(contract.addresses.iter().map(hex::encode));
+            tables.extend(contract.tables.iter().cloned());
+        }
+        for (name, recorded_addresses, events) in &recorded {
+            if names.contains(&name.as_str()) {
+                addresses.extend(
+                    serde_json::from_str::<Vec<String>>(recorded_addresses).unwrap_or_default(),
+                );
+                let events: Vec<String> = serde_json::from_str(events).unwrap_or_default();
+                tables.extend(events.iter().map(|e| split_event_record(e).1));
+            }
+        }
+        addresses.sort();
+        addresses.dedup();
+        tables.retain(|t| !t.is_empty());
+        tables.sort();
+        tables.dedup();
+        for (name, recorded_addresses, _) in recorded
+            .iter()
+            .filter(|(name, _, _)| !names.contains(&name.as_str()))
+        {
+            let recorded_addresses: Vec<String> =
+                serde_json::from_str(recorded_addresses).unwrap_or_default();
+            if let Some(shared) = recorded_addresses.iter().find(|a| addresses.contains(a)) {
+                return Err(Error::Mismatch(format!(
+                    "contract {name} also indexes address {shared}, whose raw rows a reindex would delete: \
+                     reindex {name} too (repeat --reindex), or index into a new database"
+                )));
+            }
+        }
+        let mut existing = Vec::new();
+        for table in &tables {
+            if self.table_exists(table).await? {
+                existing.push(table.clone());
+            }
+        }
+        let mut report = ReindexReport::default();
+        let mut tx = self
+            .pool
+            .begin()
+            .await
+            .map_err(query_error("starting a transaction"))?;
+        for table in existing {
+            sqlx::query(&format!("DROP TABLE {}", quote_ident(&table)))
+                .execute(&mut *tx)
+                .await
+                .map_err(query_error("dropping a typed table"))?;
+            report.tables.push(table);
+        }
+        for address in &addresses {
+            report.raw_rows += sqlx::query("DELETE FROM logs WHERE address = $1")
+                .bind(address)
+                .execute(&mut *tx)
+                .await
+                .map_err(query_error("deleting raw logs"))?
+                .rows_affected();
+        }
+        for name in &names {
+            for statement in [
+                "DELETE FROM checkpoints WHERE contract = $1",
+                "DELETE FROM contracts WHERE name = $1",
+            ] {
+                sqlx::query(statement)
+                    .bind(name)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(query_error("forgetting a contract"))?;
+            }
+        }
+        tx.commit()
+            .await
+            .map_err(query_error("committing the reindex"))?;
+        Ok(report)
     }
 
     pub(super) async fn close(self) {

@@ -13,8 +13,8 @@ use crate::decode::{ColumnKind, Value};
 use crate::primitives::{BlockNumber, Log, B256};
 
 use super::{
-    hex, migrate, query_error, to_i64, Batch, ContractSpec, Error, RollbackReport, TableSpec,
-    TrackedBlock,
+    hex, migrate, query_error, split_event_record, to_i64, Batch, ContractSpec, ContractStatus,
+    Error, ReindexReport, ReindexSpec, RollbackReport, TableSpec, TableStatus, TrackedBlock,
 };
 
 /// SQLite's default limit on bound parameters per statement is 32,766; stay well under it while keeping
@@ -113,8 +113,18 @@ impl SqliteSink {
                 .chain(table.columns.iter().map(|c| c.name.clone()))
                 .collect();
             if !existing.is_empty() && existing != wanted {
+                let owner = contracts
+                    .iter()
+                    .find(|c| {
+                        c.events
+                            .iter()
+                            .any(|e| split_event_record(e).1 == table.name)
+                    })
+                    .map_or("<contract>", |c| c.name.as_str());
                 return Err(Error::Mismatch(format!(
-                    "table {} exists with columns ({}) but the config's ABI gives ({}): the event's ABI changed; index into a new database, or drop the table and its contract's checkpoint to re-index it",
+                    "table {} exists with columns ({}) but the config's ABI gives ({}): the event's ABI changed; \
+                     to rebuild the contract's tables from its start_block run `logslice sync --reindex {owner} --to ...`, \
+                     or restore the old ABI, or index into a new database",
                     table.name,
                     existing.join(", "),
                     wanted.join(", ")
@@ -149,8 +159,9 @@ impl SqliteSink {
             match stored {
                 Some((a, _)) if a != addresses => {
                     return Err(Error::Mismatch(format!(
-                        "contract {} was indexed with addresses {a} and the config now says {addresses}: give the new addresses a new contract name, or index into a new database",
-                        contract.name
+                        "contract {} was indexed with addresses {a} and the config now says {addresses}: give the new addresses a new contract name, \
+                         or run `logslice sync --reindex {} --to ...` to drop what was indexed for it and index the new addresses from its start_block",
+                        contract.name, contract.name
                     )))
                 }
                 Some(_) => {
@@ -435,9 +446,152 @@ impl SqliteSink {
         })
     }
 
+    pub(super) async fn meta(&self, key: &str) -> Result<Option<String>, Error> {
+        sqlx::query_scalar("SELECT value FROM meta WHERE key = ?")
+            .bind(key)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(query_error("reading the meta table"))
+    }
+
+    pub(super) async fn status(&self) -> Result<Vec<ContractStatus>, Error> {
+        let contracts: Vec<(String, String, String, i64, Option<i64>)> = sqlx::query_as(
+            "SELECT c.name, c.addresses, c.events, c.start_block, k.block_number \
+             FROM contracts c LEFT JOIN checkpoints k ON k.contract = c.name ORDER BY c.name",
+        )
+        .fetch_all(&self.pool)
+        .await
+        .map_err(query_error("reading the contracts"))?;
+        let mut out = Vec::with_capacity(contracts.len());
+        for (name, addresses, events, start_block, checkpoint) in contracts {
+            let events: Vec<String> = serde_json::from_str(&events).unwrap_or_default();
+            let mut tables = Vec::with_capacity(events.len());
+            for record in events {
+                let (event, table) = split_event_record(&record);
+                let rows = if table_exists(&self.pool, &table).await? {
+                    let n: i64 = sqlx::query_scalar(&format!("SELECT count(*) FROM \"{table}\""))
+                        .fetch_one(&self.pool)
+                        .await
+                        .map_err(query_error("counting rows"))?;
+                    Some(u64::try_from(n).unwrap_or(0))
+                } else {
+                    None
+                };
+                tables.push(TableStatus { event, table, rows });
+            }
+            out.push(ContractStatus {
+                name,
+                addresses: serde_json::from_str(&addresses).unwrap_or_default(),
+                start_block: u64::try_from(start_block).unwrap_or(0),
+                checkpoint: checkpoint.and_then(|b| u64::try_from(b).ok()),
+                tables,
+            });
+        }
+        Ok(out)
+    }
+
+    pub(super) async fn reindex(
+        &mut self,
+        contracts: &[ReindexSpec],
+    ) -> Result<ReindexReport, Error> {
+        let mut tx = self
+            .pool
+            .begin()
+            .await
+            .map_err(query_error("starting a transaction"))?;
+        let recorded: Vec<(String, String, String)> =
+            sqlx::query_as("SELECT name, addresses, events FROM contracts")
+                .fetch_all(&mut *tx)
+                .await
+                .map_err(query_error("reading the contracts"))?;
+        let names: Vec<&str> = contracts.iter().map(|c| c.name.as_str()).collect();
+        let mut addresses: Vec<String> = Vec::new();
+        let mut tables: Vec<String> = Vec::new();
+        for contract in contracts {
+            addresses.extend(contract.addresses.iter().map(hex::encode));
+            tables.extend(contract.tables.iter().cloned());
+        }
+        for (name, recorded_addresses, events) in &recorded {
+            if !names.contains(&name.as_str()) {
+                continue;
+            }
+            let recorded_addresses: Vec<String> =
+                serde_json::from_str(recorded_addresses).unwrap_or_default();
+            addresses.extend(recorded_addresses);
+            let events: Vec<String> = serde_json::from_str(events).unwrap_or_default();
+            tables.extend(events.iter().map(|e| split_event_record(e).1));
+        }
+        addresses.sort();
+        addresses.dedup();
+        tables.retain(|t| !t.is_empty());
+        tables.sort();
+        tables.dedup();
+        for (name, recorded_addresses, _) in &recorded {
+            if names.contains(&name.as_str()) {
+                continue;
+            }
+            let recorded_addresses: Vec<String> =
+                serde_json::from_str(recorded_addresses).unwrap_or_default();
+            if let Some(shared) = recorded_addresses.iter().find(|a| addresses.contains(a)) {
+                return Err(Error::Mismatch(format!(
+                    "contract {name} also indexes address {shared}, whose raw rows a reindex would delete: \
+                     reindex {name} too (repeat --reindex), or index into a new database"
+                )));
+            }
+        }
+        let mut report = ReindexReport::default();
+        for table in &tables {
+            if table_exists(&mut *tx, table).await? {
+                sqlx::query(&format!("DROP TABLE \"{table}\""))
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(query_error("dropping a typed table"))?;
+                report.tables.push(table.clone());
+            }
+        }
+        for address in &addresses {
+            report.raw_rows += sqlx::query("DELETE FROM logs WHERE address = ?")
+                .bind(address)
+                .execute(&mut *tx)
+                .await
+                .map_err(query_error("deleting raw logs"))?
+                .rows_affected();
+        }
+        for name in &names {
+            for statement in [
+                "DELETE FROM checkpoints WHERE contract = ?",
+                "DELETE FROM contracts WHERE name = ?",
+            ] {
+                sqlx::query(statement)
+                    .bind(name)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(query_error("forgetting a contract"))?;
+            }
+        }
+        tx.commit()
+            .await
+            .map_err(query_error("committing the reindex"))?;
+        Ok(report)
+    }
+
     pub(super) async fn close(self) {
         self.pool.close().await;
     }
+}
+
+/// Whether a table exists (through the pool, or inside a transaction: the pool has one connection).
+async fn table_exists<'e>(
+    executor: impl sqlx::Executor<'e, Database = Sqlite>,
+    table: &str,
+) -> Result<bool, Error> {
+    let n: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?")
+            .bind(table)
+            .fetch_one(executor)
+            .await
+            .map_err(query_error("listing tables"))?;
+    Ok(n > 0)
 }
 
 fn sql_type(kind: ColumnKind) -> &'static str {

@@ -28,7 +28,15 @@ fn start_daemon(config_path: &std::path::Path) -> Daemon {
     let (sender, progress) = watch::channel(None);
     let task = tokio::spawn({
         let cancel = cancel.clone();
-        async move { pipeline::run_watched(&config, cancel, sender).await }
+        async move {
+            pipeline::run_watched(
+                &config,
+                cancel,
+                sender,
+                &logslice::observe::Observer::default(),
+            )
+            .await
+        }
     });
     Daemon {
         task,

@@ -2,6 +2,7 @@
 
 mod devnode;
 mod follow;
+mod ops;
 mod pg;
 mod postgres_sink;
 mod support;

@@ -1,0 +1,298 @@
+//! `logslice status`: what the database holds per contract and event (checkpoint, rows), how far each is
+//! behind the node's head, and the last reorg seen, as text or JSON.
+//!
+//! The database part never waits for the node: the node is asked once, with a short timeout and no retry
+//! loop, and when it cannot answer the report says "node unreachable" beside everything the database knows.
+//! Nothing here writes: the database is opened only when it exists, and only read. The node and the
+//! database appear only in their redacted forms.
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::config::{Config, DatabaseUrl, NodeConfig};
+use crate::pipeline::{self, Node, Target};
+use crate::sink::ContractStatus;
+
+/// The longest `status` and `check` wait for one answer of the node.
+pub const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// What the node said when asked once.
+#[derive(Debug, Clone, Serialize)]
+pub struct NodeStatus {
+    /// The node, redacted.
+    pub url: String,
+    /// Its head, when it answered.
+    pub head: Option<u64>,
+    /// Why it did not answer (redacted).
+    pub error: Option<String>,
+}
+
+/// One event of a contract.
+#[derive(Debug, Clone, Serialize)]
+pub struct EventStatus {
+    /// The event's name.
+    pub event: String,
+    /// Its table.
+    pub table: String,
+    /// Rows in the table; `None` when the table does not exist yet.
+    pub rows: Option<u64>,
+}
+
+/// One contract.
+#[derive(Debug, Clone, Serialize)]
+pub struct ContractReport {
+    /// Name.
+    pub name: String,
+    /// Whether the config names it (a contract only the database records was removed from the config).
+    pub in_config: bool,
+    /// First block to index.
+    pub start_block: u64,
+    /// Highest committed block; `None` before the first batch.
+    pub checkpoint: Option<u64>,
+    /// Blocks between the checkpoint and the node's head; `None` when the node did not answer.
+    pub blocks_behind: Option<u64>,
+    /// Its events.
+    pub events: Vec<EventStatus>,
+}
+
+/// The whole report.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// The database, redacted.
+    pub database: String,
+    /// Whether the database exists (a SQLite file not created yet does not).
+    pub database_exists: bool,
+    /// The chain id the database was built from.
+    pub chain_id: Option<u64>,
+    /// The last reorg the follower recorded (`meta.last_reorg`); `None`: none seen.
+    pub last_reorg: Option<String>,
+    /// The node.
+    pub node: NodeStatus,
+    /// Every configured contract, then any the database alone records.
+    pub contracts: Vec<ContractReport>,
+}
+
+/// Asks the node for its head once: `request_timeout` at most [`PROBE_TIMEOUT`], no retries.
+///
+/// # Errors
+/// [`pipeline::Error::Node`] and the like; a timeout is reported as unreachable.
+pub async fn probe_head(config: &NodeConfig) -> (String, Result<u64, pipeline::Error>) {
+    let node = match Node::connect(&probe_config(config)).await {
+        Ok(node) => node,
+        Err(err) => return (String::from("(not connected)"), Err(err)),
+    };
+    let head = tokio::time::timeout(PROBE_TIMEOUT * 2, node.resolve(Target::Latest))
+        .await
+        .unwrap_or_else(|_| {
+            Err(pipeline::Error::NodeData(format!(
+                "node {}: no answer within {}",
+                node.display,
+                humantime::format_duration(PROBE_TIMEOUT * 2)
+            )))
+        });
+    (node.display.clone(), head)
+}
+
+/// The node settings for a quick look: one attempt, a short timeout.
+pub fn probe_config(config: &NodeConfig) -> NodeConfig {
+    let mut config = config.clone();
+    config.max_retries = 0;
+    config.request_timeout = config.request_timeout.min(PROBE_TIMEOUT);
+    config
+}
+
+/// Gathers the report: the database part, then the node's head. `explain` words the node's error.
+///
+/// # Errors
+/// [`pipeline::Error::Database`] when the database cannot be read; the node's failure is part of the
+/// report instead.
+pub async fn gather(
+    config: &Config,
+    explain: impl Fn(&pipeline::Error) -> String,
+) -> Result<Report, pipeline::Error> {
+    let (node_url, head) = probe_head(&config.node).await;
+    let node = NodeStatus {
+        url: node_url,
+        head: head.as_ref().ok().copied(),
+        error: head.as_ref().err().map(explain),
+    };
+    let exists = match &config.database.url {
+        DatabaseUrl::Sqlite(path) => path.as_os_str() == ":memory:" || path.exists(),
+        DatabaseUrl::Postgres(_) => true,
+    };
+    let (database, chain_id, last_reorg, recorded) = if exists {
+        let (sink, display) = pipeline::open_sink(config).await?;
+        let read = async {
+            Ok::<_, crate::sink::Error>((
+                sink.chain_id().await?,
+                sink.last_reorg().await?,
+                sink.status().await?,
+            ))
+        }
+        .await;
+        sink.close().await;
+        let (chain_id, last_reorg, recorded) =
+            read.map_err(|source| pipeline::Error::Database {
+                database: display.clone(),
+                source,
+            })?;
+        (display, chain_id, last_reorg, recorded)
+    } else {
+        let display = match &config.database.url {
+            DatabaseUrl::Sqlite(path) => format!("sqlite://{}", path.display()),
+            DatabaseUrl::Postgres(url) => url.to_string(),
+        };
+        (display, None, None, Vec::new())
+    };
+    Ok(Report {
+        database,
+        database_exists: exists,
+        chain_id,
+        last_reorg,
+        contracts: contracts(config, &recorded, node.head),
+        node,
+    })
+}
+
+/// Joins the configured contracts with what the database records.
+fn contracts(
+    config: &Config,
+    recorded: &[ContractStatus],
+    head: Option<u64>,
+) -> Vec<ContractReport> {
+    let rows_of = |table: &str| {
+        recorded
+            .iter()
+            .flat_map(|c| &c.tables)
+            .find(|t| t.table == table)
+            .and_then(|t| t.rows)
+    };
+    let behind = |checkpoint: Option<u64>, start_block: u64| {
+        head.map(|head| match checkpoint {
+            Some(checkpoint) => head.saturating_sub(checkpoint),
+            None => (head + 1).saturating_sub(start_block),
+        })
+    };
+    let mut out: Vec<ContractReport> = config
+        .contracts
+        .iter()
+        .map(|contract| {
+            let checkpoint = recorded
+                .iter()
+                .find(|c| c.name == contract.name)
+                .and_then(|c| c.checkpoint);
+            ContractReport {
+                name: contract.name.clone(),
+                in_config: true,
+                start_block: contract.start_block,
+                checkpoint,
+                blocks_behind: behind(checkpoint, contract.start_block),
+                events: contract
+                    .events
+                    .iter()
+                    .map(|event| EventStatus {
+                        event: event.event.name.clone(),
+                        table: event.table.clone(),
+                        rows: rows_of(&event.table),
+                    })
+                    .collect(),
+            }
+        })
+        .collect();
+    for contract in recorded
+        .iter()
+        .filter(|c| !config.contracts.iter().any(|k| k.name == c.name))
+    {
+        out.push(ContractReport {
+            name: contract.name.clone(),
+            in_config: false,
+            start_block: contract.start_block,
+            checkpoint: contract.checkpoint,
+            blocks_behind: behind(contract.checkpoint, contract.start_block),
+            events: contract
+                .tables
+                .iter()
+                .map(|t| EventStatus {
+                    event: t.event.split('(').next().unwrap_or_default().to_owned(),
+                    table: t.table.clone(),
+                    rows: t.rows,
+                })
+                .collect(),
+        });
+    }
+    out
+}
+
+impl std::fmt::Display for Report {
+    /// The human form: a header, then one line per contract and event.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let chain = self.chain_id.map_or_else(
+            || "chain id not recorded yet".to_owned(),
+            |c| format!("chain id {c}"),
+        );
+        if self.database_exists {
+            writeln!(f, "database    {} ({chain})", self.database)?;
+        } else {
+            writeln!(
+                f,
+                "database    {} (does not exist yet: run logslice sync)",
+                self.database
+            )?;
+        }
+        match (&self.node.head, &self.node.error) {
+            (Some(head), _) => writeln!(f, "node        {} (head {head})", self.node.url)?,
+            (None, Some(err)) => writeln!(f, "node        node unreachable: {err}")?,
+            (None, None) => writeln!(f, "node        node unreachable")?,
+        }
+        writeln!(
+            f,
+            "last reorg  {}",
+            self.last_reorg.as_deref().unwrap_or("none")
+        )?;
+        writeln!(f)?;
+        let mut rows: Vec<[String; 6]> = vec![[
+            "contract".into(),
+            "event".into(),
+            "table".into(),
+            "checkpoint".into(),
+            "rows".into(),
+            "behind".into(),
+        ]];
+        for contract in &self.contracts {
+            let name = if contract.in_config {
+                contract.name.clone()
+            } else {
+                format!("{} (not in config)", contract.name)
+            };
+            let checkpoint = contract
+                .checkpoint
+                .map_or_else(|| "not started".to_owned(), |c| c.to_string());
+            let behind = contract
+                .blocks_behind
+                .map_or_else(|| "node unreachable".to_owned(), |b| b.to_string());
+            for event in &contract.events {
+                rows.push([
+                    name.clone(),
+                    event.event.clone(),
+                    event.table.clone(),
+                    checkpoint.clone(),
+                    event.rows.map_or_else(|| "-".to_owned(), |r| r.to_string()),
+                    behind.clone(),
+                ]);
+            }
+        }
+        let widths: Vec<usize> = (0..6)
+            .map(|col| rows.iter().map(|r| r[col].len()).max().unwrap_or(0))
+            .collect();
+        for row in rows {
+            let line: Vec<String> = row
+                .iter()
+                .zip(&widths)
+                .map(|(cell, width)| format!("{cell:<width$}"))
+                .collect();
+            writeln!(f, "{}", line.join("  ").trim_end())?;
+        }
+        Ok(())
+    }
+}
