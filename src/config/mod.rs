@@ -145,7 +145,7 @@ pub struct SyncConfig {
     pub target_logs_per_request: u64,
     /// `max_batch_logs`, default 5000: rows per committed transaction (soft; a range is never split across batches).
     pub max_batch_logs: usize,
-    /// `max_queued_batches`, default 16.
+    /// `max_queued_batches`, default 4.
     pub max_queued_batches: usize,
     /// `max_reorg_depth`, default 128.
     pub max_reorg_depth: u64,

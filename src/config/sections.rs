@@ -36,7 +36,7 @@ pub const DEFAULT_TARGET_LOGS_PER_REQUEST: u64 = 5000;
 /// `sync.max_batch_logs`.
 pub const DEFAULT_MAX_BATCH_LOGS: usize = 5000;
 /// `sync.max_queued_batches`.
-pub const DEFAULT_MAX_QUEUED_BATCHES: usize = 16;
+pub const DEFAULT_MAX_QUEUED_BATCHES: usize = 4;
 /// `sync.max_reorg_depth`.
 pub const DEFAULT_MAX_REORG_DEPTH: u64 = 128;
 /// `sync.poll_interval`.

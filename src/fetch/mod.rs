@@ -107,7 +107,7 @@ pub async fn run(
 ) -> Result<(), Error> {
     let max_concurrency = gate.config().max_concurrency.max(1);
     // Ranges finished ahead of the next one to send wait here; bounded by this window.
-    let window = 2 * max_concurrency + 2;
+    let window = max_concurrency + 2;
     let mut allowed = max_concurrency;
     let mut successes_since_ease = 0usize;
     let mut in_flight: JoinSet<(BlockRange, Result<Vec<Log>, Error>)> = JoinSet::new();
@@ -148,6 +148,7 @@ pub async fn run(
                         n: logs.len() as u64,
                     },
                 );
+                tracing::debug!(%range, n = logs.len(), next_span = planner.span(), "fetched");
                 ready.insert(range.start(), Fetched { range, logs });
                 successes_since_ease += 1;
                 if allowed < max_concurrency && successes_since_ease >= 8 {

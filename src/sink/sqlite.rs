@@ -51,7 +51,11 @@ impl SqliteSink {
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Normal)
             .busy_timeout(Duration::from_secs(10))
-            .pragma("cache_size", "-65536");
+            // Measured (docs/BENCHMARKS.md): statement sub-journals of multi-row inserts went to temp files,
+            // and checkpoints every 1,000 WAL pages rewrote hot index pages again and again.
+            .pragma("temp_store", "memory")
+            .pragma("wal_autocheckpoint", "16384")
+            .pragma("cache_size", "-16384");
         // One connection: SQLite has one writer anyway, and a private `:memory:` database lives in it.
         let pool = SqlitePoolOptions::new()
             .max_connections(1)
@@ -231,7 +235,7 @@ impl SqliteSink {
             .await
             .map_err(query_error("starting a transaction"))?;
         const RAW_COLUMNS: usize = 11;
-        for chunk in batch.logs.chunks(MAX_BINDS_PER_STATEMENT / RAW_COLUMNS) {
+        for chunk in statement_chunks(&batch.logs, MAX_BINDS_PER_STATEMENT / RAW_COLUMNS) {
             let mut insert: QueryBuilder<Sqlite> = QueryBuilder::new(
                 "INSERT INTO logs (block_number, block_hash, transaction_hash, transaction_index, log_index, address, topic0, topic1, topic2, topic3, data) ",
             );
@@ -270,7 +274,7 @@ impl SqliteSink {
                 .iter()
                 .map(|c| format!(", \"{}\"", c.name))
                 .collect();
-            for chunk in rows.chunks(MAX_BINDS_PER_STATEMENT / n_columns) {
+            for chunk in statement_chunks(&rows, MAX_BINDS_PER_STATEMENT / n_columns) {
                 let mut insert: QueryBuilder<Sqlite> = QueryBuilder::new(format!(
                     "INSERT INTO \"{}\" ({TYPED_FIXED}{names}) ",
                     table.name
@@ -594,6 +598,27 @@ async fn table_exists<'e>(
     Ok(n > 0)
 }
 
+/// Splits rows into statements of at most `max` rows whose sizes are `max` or a power of two, so a table
+/// has a handful of distinct INSERT texts that stay in the prepared-statement cache: a remainder of any
+/// size would make a new statement (parsed and planned anew, thousands of placeholders) for every batch.
+fn statement_chunks<T>(rows: &[T], max: usize) -> impl Iterator<Item = &[T]> {
+    let max = max.max(1);
+    let mut rest = rows;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let n = if rest.len() >= max {
+            max
+        } else {
+            1 << rest.len().ilog2()
+        };
+        let (chunk, tail) = rest.split_at(n);
+        rest = tail;
+        Some(chunk)
+    })
+}
+
 fn sql_type(kind: ColumnKind) -> &'static str {
     match kind {
         ColumnKind::Int64 | ColumnKind::Bool => "INTEGER",
@@ -604,5 +629,22 @@ fn sql_type(kind: ColumnKind) -> &'static str {
         | ColumnKind::Text
         | ColumnKind::Json
         | ColumnKind::TopicHash => "TEXT",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::statement_chunks;
+
+    #[test]
+    fn statement_chunks_cover_every_row_once_with_few_distinct_sizes() {
+        for n in [0usize, 1, 2, 3, 7, 1000, 1454, 5000, 12_345] {
+            let rows: Vec<usize> = (0..n).collect();
+            let chunks: Vec<&[usize]> = statement_chunks(&rows, 1454).collect();
+            assert_eq!(chunks.concat(), rows);
+            assert!(chunks
+                .iter()
+                .all(|c| c.len() == 1454 || c.len().is_power_of_two()));
+        }
     }
 }

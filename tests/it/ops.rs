@@ -295,10 +295,7 @@ async fn a_changed_abi_is_refused_and_sync_reindex_rebuilds_that_contract_only()
         token_a_rows,
         "the other contract is untouched"
     );
-    assert_eq!(
-        support::checkpoint(&work, "token_b").await,
-        Some(5_000)
-    );
+    assert_eq!(support::checkpoint(&work, "token_b").await, Some(5_000));
     // Only token_b's transfers were fetched again.
     assert_eq!(
         node.stats().logs_served - served_before,
