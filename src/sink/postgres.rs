@@ -94,6 +94,8 @@ impl PostgresSink {
         if options.get_application_name().is_none() {
             options = options.application_name("logslice");
         }
+        // A bulk insert of thousands of rows takes a second by design: not worth a warning per batch.
+        let options = options.log_slow_statements(log::LevelFilter::Debug, std::time::Duration::from_secs(1));
         // One plain connection first: the pool retries refused connections until its acquire timeout and then
         // reports only "pool timed out", while a single attempt says what is wrong (refused, no such role).
         let mut conn = PgConnection::connect_with(&options)

@@ -7,7 +7,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
-use sqlx::{QueryBuilder, Row, Sqlite, SqlitePool};
+use sqlx::{ConnectOptions, QueryBuilder, Row, Sqlite, SqlitePool};
 
 use crate::decode::{ColumnKind, Value};
 use crate::primitives::{BlockNumber, Log, B256};
@@ -48,6 +48,8 @@ impl SqliteSink {
                 .create_if_missing(true)
         };
         let options = options
+            // A bulk insert of thousands of rows takes a second by design: not worth a warning per batch.
+            .log_slow_statements(log::LevelFilter::Debug, Duration::from_secs(1))
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Normal)
             .busy_timeout(Duration::from_secs(10))
