@@ -390,6 +390,54 @@ fn split_event_record(record: &str) -> (String, String) {
     }
 }
 
+/// What a reindex of `contracts` deletes: every configured and recorded address and typed table of them,
+/// given the `(name, addresses JSON, events JSON)` rows of the `contracts` table. The same for every
+/// backend; only the SQL that applies it differs.
+///
+/// # Errors
+/// [`Error::Mismatch`] when a recorded contract that stays shares one of the addresses (its raw rows would
+/// go too).
+fn reindex_plan(
+    contracts: &[ReindexSpec],
+    recorded: &[(String, String, String)],
+) -> Result<(Vec<String>, Vec<String>), Error> {
+    let names: Vec<&str> = contracts.iter().map(|c| c.name.as_str()).collect();
+    let mut addresses: Vec<String> = Vec::new();
+    let mut tables: Vec<String> = Vec::new();
+    for contract in contracts {
+        addresses.extend(contract.addresses.iter().map(hex::encode));
+        tables.extend(contract.tables.iter().cloned());
+    }
+    for (_, recorded_addresses, events) in recorded
+        .iter()
+        .filter(|(name, _, _)| names.contains(&name.as_str()))
+    {
+        addresses
+            .extend(serde_json::from_str::<Vec<String>>(recorded_addresses).unwrap_or_default());
+        let events: Vec<String> = serde_json::from_str(events).unwrap_or_default();
+        tables.extend(events.iter().map(|e| split_event_record(e).1));
+    }
+    addresses.sort();
+    addresses.dedup();
+    tables.retain(|t| !t.is_empty());
+    tables.sort();
+    tables.dedup();
+    for (name, recorded_addresses, _) in recorded
+        .iter()
+        .filter(|(name, _, _)| !names.contains(&name.as_str()))
+    {
+        let recorded_addresses: Vec<String> =
+            serde_json::from_str(recorded_addresses).unwrap_or_default();
+        if let Some(shared) = recorded_addresses.iter().find(|a| addresses.contains(a)) {
+            return Err(Error::Mismatch(format!(
+                "contract {name} also indexes address {shared}, whose raw rows a reindex would delete: \
+                 reindex {name} too (repeat --reindex), or index into a new database"
+            )));
+        }
+    }
+    Ok((addresses, tables))
+}
+
 /// `i64` for a block number or index, as both databases store them.
 fn to_i64(n: u64) -> i64 {
     i64::try_from(n).expect("block numbers and indexes fit in i64 (validated at the rpc boundary)")

@@ -40,8 +40,9 @@ use crate::decode::{ColumnKind, Value};
 use crate::primitives::{BlockNumber, B256};
 
 use super::{
-    hex, migrate, query_error, split_event_record, to_i64, Batch, ContractSpec, ContractStatus,
-    Error, ReindexReport, ReindexSpec, RollbackReport, TableSpec, TableStatus, TrackedBlock,
+    hex, migrate, query_error, reindex_plan, split_event_record, to_i64, Batch, ContractSpec,
+    ContractStatus, Error, ReindexReport, ReindexSpec, RollbackReport, TableSpec, TableStatus,
+    TrackedBlock,
 };
 
 /// Connections in the pool: one writes at a time; the rest serve `status` and readers of [`PostgresSink::pool`].
@@ -95,7 +96,8 @@ impl PostgresSink {
             options = options.application_name("logslice");
         }
         // A bulk insert of thousands of rows takes a second by design: not worth a warning per batch.
-        let options = options.log_slow_statements(log::LevelFilter::Debug, std::time::Duration::from_secs(1));
+        let options =
+            options.log_slow_statements(log::LevelFilter::Debug, std::time::Duration::from_secs(1));
         // One plain connection first: the pool retries refused connections until its acquire timeout and then
         // reports only "pool timed out", while a single attempt says what is wrong (refused, no such role).
         let mut conn = PgConnection::connect_with(&options)
@@ -582,39 +584,7 @@ impl PostgresSink {
                 .await
                 .map_err(query_error("reading the contracts"))?;
         let names: Vec<&str> = contracts.iter().map(|c| c.name.as_str()).collect();
-        let mut addresses: Vec<String> = Vec::new();
-        let mut tables: Vec<String> = Vec::new();
-        for contract in contracts {
-            addresses.extend(contract.addresses.iter().map(hex::encode));
-            tables.extend(contract.tables.iter().cloned());
-        }
-        for (name, recorded_addresses, events) in &recorded {
-            if names.contains(&name.as_str()) {
-                addresses.extend(
-                    serde_json::from_str::<Vec<String>>(recorded_addresses).unwrap_or_default(),
-                );
-                let events: Vec<String> = serde_json::from_str(events).unwrap_or_default();
-                tables.extend(events.iter().map(|e| split_event_record(e).1));
-            }
-        }
-        addresses.sort();
-        addresses.dedup();
-        tables.retain(|t| !t.is_empty());
-        tables.sort();
-        tables.dedup();
-        for (name, recorded_addresses, _) in recorded
-            .iter()
-            .filter(|(name, _, _)| !names.contains(&name.as_str()))
-        {
-            let recorded_addresses: Vec<String> =
-                serde_json::from_str(recorded_addresses).unwrap_or_default();
-            if let Some(shared) = recorded_addresses.iter().find(|a| addresses.contains(a)) {
-                return Err(Error::Mismatch(format!(
-                    "contract {name} also indexes address {shared}, whose raw rows a reindex would delete: \
-                     reindex {name} too (repeat --reindex), or index into a new database"
-                )));
-            }
-        }
+        let (addresses, tables) = reindex_plan(contracts, &recorded)?;
         let mut existing = Vec::new();
         for table in &tables {
             if self.table_exists(table).await? {

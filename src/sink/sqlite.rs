@@ -13,8 +13,9 @@ use crate::decode::{ColumnKind, Value};
 use crate::primitives::{BlockNumber, Log, B256};
 
 use super::{
-    hex, migrate, query_error, split_event_record, to_i64, Batch, ContractSpec, ContractStatus,
-    Error, ReindexReport, ReindexSpec, RollbackReport, TableSpec, TableStatus, TrackedBlock,
+    hex, migrate, query_error, reindex_plan, split_event_record, to_i64, Batch, ContractSpec,
+    ContractStatus, Error, ReindexReport, ReindexSpec, RollbackReport, TableSpec, TableStatus,
+    TrackedBlock,
 };
 
 /// SQLite's default limit on bound parameters per statement is 32,766; stay well under it while keeping
@@ -511,40 +512,7 @@ impl SqliteSink {
                 .await
                 .map_err(query_error("reading the contracts"))?;
         let names: Vec<&str> = contracts.iter().map(|c| c.name.as_str()).collect();
-        let mut addresses: Vec<String> = Vec::new();
-        let mut tables: Vec<String> = Vec::new();
-        for contract in contracts {
-            addresses.extend(contract.addresses.iter().map(hex::encode));
-            tables.extend(contract.tables.iter().cloned());
-        }
-        for (name, recorded_addresses, events) in &recorded {
-            if !names.contains(&name.as_str()) {
-                continue;
-            }
-            let recorded_addresses: Vec<String> =
-                serde_json::from_str(recorded_addresses).unwrap_or_default();
-            addresses.extend(recorded_addresses);
-            let events: Vec<String> = serde_json::from_str(events).unwrap_or_default();
-            tables.extend(events.iter().map(|e| split_event_record(e).1));
-        }
-        addresses.sort();
-        addresses.dedup();
-        tables.retain(|t| !t.is_empty());
-        tables.sort();
-        tables.dedup();
-        for (name, recorded_addresses, _) in &recorded {
-            if names.contains(&name.as_str()) {
-                continue;
-            }
-            let recorded_addresses: Vec<String> =
-                serde_json::from_str(recorded_addresses).unwrap_or_default();
-            if let Some(shared) = recorded_addresses.iter().find(|a| addresses.contains(a)) {
-                return Err(Error::Mismatch(format!(
-                    "contract {name} also indexes address {shared}, whose raw rows a reindex would delete: \
-                     reindex {name} too (repeat --reindex), or index into a new database"
-                )));
-            }
-        }
+        let (addresses, tables) = reindex_plan(contracts, &recorded)?;
         let mut report = ReindexReport::default();
         for table in &tables {
             if table_exists(&mut *tx, table).await? {
