@@ -518,17 +518,23 @@ fn json_of(value: &DynSolValue) -> serde_json::Value {
     }
 }
 
-/// A contract's checkpoint; `None` while the database or the row does not exist yet.
+/// A contract's checkpoint; `None` while the database, the table or the row does not exist yet.
 pub async fn checkpoint(work: &Workdir, contract: &str) -> Option<i64> {
-    let mut db = work.reader().await?;
     let sql =
         format!("SELECT CAST(block_number AS TEXT) FROM checkpoints WHERE contract = '{contract}'");
-    let rows = match &mut db {
-        Reader::Sqlite(conn) => sqlx::query(&sql).fetch_all(conn).await.ok()?,
-        Reader::Postgres(_) => return db.texts(&sql).await.first().and_then(|r| r[0].parse().ok()),
+    let text: Option<String> = match work.reader().await? {
+        Reader::Sqlite(mut conn) => sqlx::query_scalar(&sql)
+            .fetch_optional(&mut conn)
+            .await
+            .ok()
+            .flatten(),
+        Reader::Postgres(mut conn) => sqlx::query_scalar(&sql)
+            .fetch_optional(&mut conn)
+            .await
+            .ok()
+            .flatten(),
     };
-    rows.first()
-        .and_then(|r| r.get::<String, _>(0).parse().ok())
+    text.and_then(|t| t.parse().ok())
 }
 
 /// Runs an `async fn(Backend)` scenario as two tests, `<name>::sqlite` and `<name>::postgres`.

@@ -317,3 +317,60 @@ async fn a_rejected_key_exits_69_without_printing_it() {
         "the key leaked: {all}"
     );
 }
+
+/// Postgres drops the sync's connections mid-sync (`pg_terminate_backend`, as a server restart would):
+/// the sink retries the batch on a fresh connection and the database ends exact, nothing lost or twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sync_whose_postgres_connections_are_killed_midway_ends_exact() {
+    use sqlx::Connection;
+    let mut config = node_config(40_000);
+    config.faults.latency = Duration::from_millis(5);
+    let node = support::start(config).await;
+    let work = Workdir::with(Backend::Postgres).await;
+    let path = work.write_config(
+        &node.http_url(),
+        &all_contracts(),
+        "max_concurrency = 2",
+        "max_batch_logs = 500\ninitial_block_range = 200\nmax_block_range = 400",
+    );
+    let application = work
+        .schema
+        .as_ref()
+        .expect("a Postgres workdir")
+        .name
+        .clone();
+    let syncing = tokio::spawn(async move { support::sync(&path, Target::Number(39_000)).await });
+    let mut admin = sqlx::PgConnection::connect(crate::pg::url().as_str())
+        .await
+        .expect("admin connection");
+    let mut killed = 0u64;
+    let mut last_seen = -1;
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    while killed < 3 && !syncing.is_finished() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the sync made no progress"
+        );
+        // Kill whenever the sync has committed something new since the last kill.
+        let checkpoint = support::checkpoint(&work, "token_a").await.unwrap_or(-1);
+        if checkpoint > last_seen {
+            last_seen = checkpoint;
+            let n: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1) AS t",
+            )
+            .bind(&application)
+            .fetch_one(&mut admin)
+            .await
+            .expect("terminate");
+            killed += u64::try_from(n).unwrap_or(0);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let report = syncing
+        .await
+        .expect("join")
+        .expect("the sync survives its connections being killed");
+    assert_eq!(report.target, 39_000);
+    assert!(killed > 0, "no connection was killed");
+    assert_db_matches_truth(&work, &node.truth(), &all_contracts(), 39_000).await;
+}
