@@ -27,6 +27,7 @@ pub fn code(err: &Error) -> u8 {
     match err {
         Error::Config(_) => CONFIG,
         Error::NodeData(_) => DATA,
+        Error::NotYet(_) => TEMPFAIL,
         Error::Interrupted => INTERRUPTED,
         Error::Database {
             source: sink::Error::Mismatch(_),

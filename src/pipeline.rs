@@ -76,6 +76,9 @@ pub enum Error {
     /// The node's data cannot be right.
     #[error("{0}")]
     NodeData(String),
+    /// The node does not (consistently) have the target yet: a later run should succeed.
+    #[error("{0}")]
+    NotYet(String),
     /// The database failed.
     #[error("database {database}: {source}")]
     Database {
@@ -866,12 +869,11 @@ impl<'a> Ctx<'a> {
         if self.job.start(end).is_none() {
             Ok(())
         } else {
-            Err(Error::Node {
-                node: self.node.display.clone(),
-                source: fetch::Error::Inconsistent(format!(
-                    "could not reach block {end} consistently: {last_problem}"
-                )),
-            })
+            Err(Error::NotYet(format!(
+                "node {}: could not reach block {end} consistently: {last_problem} (the node may not have it yet, \
+                 or lags or reorganises; run again later)",
+                self.node.display
+            )))
         }
     }
 }
@@ -972,10 +974,7 @@ pub async fn run_watched(
                     }
                 }
                 // A head that could not be read consistently this time is read again next poll.
-                Err(Error::Node {
-                    source: fetch::Error::Inconsistent(why),
-                    ..
-                }) => tracing::debug!(%why, "head not consistent yet"),
+                Err(Error::NotYet(why)) => tracing::debug!(%why, "head not consistent yet"),
                 Err(err) => return Err(err),
             }
         }

@@ -374,3 +374,22 @@ async fn a_sync_whose_postgres_connections_are_killed_midway_ends_exact() {
     assert!(killed > 0, "no connection was killed");
     assert_db_matches_truth(&work, &node.truth(), &all_contracts(), 39_000).await;
 }
+
+/// A target the node does not have yet ends with exit 75 ("run again later"), after committing what it
+/// could reach.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_target_above_the_head_exits_75_after_committing_what_exists() {
+    let node = support::start(node_config(2_000)).await;
+    let head = node.truth().head();
+    let work = Workdir::new();
+    let path = work.write_config(&node.http_url(), &all_contracts(), "", "");
+    let err = support::sync(&path, Target::Number(head + 100))
+        .await
+        .expect_err("the head is below the target");
+    assert_eq!(logslice::exit::code(&err), 75, "{err}");
+    assert_eq!(
+        support::checkpoint(&work, "token_a").await,
+        Some(head as i64)
+    );
+    assert_db_matches_truth(&work, &node.truth(), &all_contracts(), head).await;
+}
