@@ -291,7 +291,8 @@ pub async fn open_sink(config: &Config) -> Result<(Sink, String), Error> {
                 .map_err(|source| Error::Database {
                     database: display.clone(),
                     source,
-                })?;
+                })?
+                .with_max_retries(config.database.max_retries);
             Ok((Sink::Postgres(sink), display))
         }
     }

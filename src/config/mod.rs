@@ -110,6 +110,9 @@ pub struct DatabaseConfig {
     pub url: DatabaseUrl,
     /// `schema` (Postgres only): put every table in this schema.
     pub schema: Option<String>,
+    /// `max_retries`, default 5: a batch whose connection is lost (server restart, killed connection) is
+    /// retried this many times on a fresh connection before the job exits 74 (Postgres).
+    pub max_retries: u32,
 }
 
 /// A database location.

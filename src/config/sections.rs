@@ -17,6 +17,8 @@ pub const DEFAULT_REQUESTS_PER_SECOND: u32 = 25;
 pub const DEFAULT_MAX_CONCURRENCY: usize = 8;
 /// `node.request_timeout`: above the node's own 10 s cap, so the node answers first.
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(15);
+/// `database.max_retries`.
+pub const DEFAULT_DATABASE_MAX_RETRIES: u32 = 5;
 /// `node.max_retries`.
 pub const DEFAULT_MAX_RETRIES: u32 = 8;
 /// `node.initial_backoff`.
@@ -60,7 +62,7 @@ const NODE_KEYS: &[&str] = &[
     "max_response_bytes",
 ];
 const METRICS_KEYS: &[&str] = &["addr", "max_stall"];
-const DATABASE_KEYS: &[&str] = &["url", "schema"];
+const DATABASE_KEYS: &[&str] = &["url", "schema", "max_retries"];
 const SYNC_KEYS: &[&str] = &[
     "start_block",
     "finality",
@@ -260,7 +262,12 @@ pub(super) fn database(reader: &mut Reader<'_>, table: &Table) -> DatabaseConfig
         }
         Some(setting.value)
     });
-    DatabaseConfig { url, schema }
+    let max_retries = reader.int(table, S, "max_retries", DEFAULT_DATABASE_MAX_RETRIES, 0);
+    DatabaseConfig {
+        url,
+        schema,
+        max_retries,
+    }
 }
 
 /// `sqlite://path`, `sqlite:path`, `sqlite::memory:`, `postgres://...`, `postgresql://...`.

@@ -105,6 +105,7 @@ fn fills_in_every_default() {
     assert_eq!(config.node.max_concurrency, 8);
     assert_eq!(config.node.request_timeout, Duration::from_secs(15));
     assert_eq!(config.node.max_retries, 8);
+    assert_eq!(config.database.max_retries, 5);
     assert_eq!(config.node.initial_backoff, Duration::from_millis(250));
     assert_eq!(config.node.max_backoff, Duration::from_secs(30));
     assert_eq!(config.node.max_response_bytes, 32 * 1024 * 1024);

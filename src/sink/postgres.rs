@@ -77,6 +77,8 @@ const MAX_IDENTIFIER_BYTES: usize = 63;
 pub struct PostgresSink {
     pool: PgPool,
     tables: Vec<TableSpec>,
+    /// Attempts of a batch whose connection is lost, the first included.
+    commit_attempts: u32,
 }
 
 impl PostgresSink {
@@ -139,7 +141,15 @@ impl PostgresSink {
         Ok(Self {
             pool,
             tables: Vec::new(),
+            commit_attempts: COMMIT_ATTEMPTS,
         })
+    }
+
+    /// Retries a batch whose connection is lost this many times (`database.max_retries`) instead of
+    /// [`COMMIT_ATTEMPTS`]` - 1`.
+    pub fn with_max_retries(mut self, max_retries: u32) -> Self {
+        self.commit_attempts = max_retries.saturating_add(1);
+        self
     }
 
     /// The pool, for read-only queries (status, tests). Its connections have `search_path` set.
@@ -336,7 +346,7 @@ impl PostgresSink {
                 }
                 Err(lost) => lost,
             };
-            if attempt == COMMIT_ATTEMPTS {
+            if attempt >= self.commit_attempts {
                 return Err(Error::ConnectionLost {
                     doing,
                     attempts: attempt,
@@ -347,7 +357,7 @@ impl PostgresSink {
             tracing::warn!(
                 attempt,
                 doing,
-                max_attempts = COMMIT_ATTEMPTS,
+                max_attempts = self.commit_attempts,
                 backoff_ms = backoff.as_millis() as u64,
                 cause = %source,
                 "database connection lost, retrying the batch on a fresh connection"
