@@ -373,12 +373,8 @@ fn render(args: &BenchArgs, phases: &[Phase], lower_bound: Option<u64>, blocks: 
         );
     }
     if let Some(e2e) = find("end-to-end") {
-        let ceiling = [find("fetch-only"), find("store-only")]
-            .into_iter()
-            .flatten()
-            .map(Phase::logs_per_s)
-            .fold(f64::INFINITY, f64::min);
-        if ceiling.is_finite() {
+        if let (Some(fetch), Some(store)) = (find("fetch-only"), find("store-only")) {
+            let ceiling = fetch.logs_per_s().min(store.logs_per_s());
             let _ = writeln!(
                 out,
                 "end-to-end / min(fetch-only, store-only) = {:.2}",
