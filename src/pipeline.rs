@@ -696,6 +696,20 @@ impl<'a> Ctx<'a> {
                 None => self.header(BlockTag::Number(before)).await?.map(|h| h.hash),
             },
         };
+        // A contract that joins above `start` is not in this step's filter: stop before it joins (the next
+        // step includes it), as the planner's boundaries do for backfill. Otherwise its checkpoint would
+        // move past logs that were never asked for.
+        let end = match self
+            .job
+            .contracts
+            .iter()
+            .map(|c| c.next)
+            .filter(|&next| next > start)
+            .min()
+        {
+            Some(joins) => end.min(joins - 1),
+            None => end,
+        };
         let max_concurrency = self.config.node.max_concurrency.max(1);
         let mut headers = Vec::new();
         // Read the headers `max_concurrency` at a time, in order; stop at the first the node does not have
@@ -848,7 +862,10 @@ impl<'a> Ctx<'a> {
         let finalized = self.finalized(head).await?.min(end);
         self.backfill(finalized, cancel, report).await?;
         let mut last_problem = String::new();
-        for _ in 0..attempts {
+        // Only a step that had to read again counts as an attempt; a committed step (one per contract that
+        // joins above finality, at most) is progress.
+        let mut retries = 0;
+        while retries < attempts {
             if cancel.is_cancelled() {
                 return Err(Error::Interrupted);
             }
@@ -858,6 +875,7 @@ impl<'a> Ctx<'a> {
             match self.near_head(end, report).await? {
                 Step::Done => {}
                 Step::Retry(why) => {
+                    retries += 1;
                     tracing::debug!(%why, "reading the head again");
                     last_problem = why;
                     tokio::select! {

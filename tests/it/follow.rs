@@ -259,3 +259,20 @@ async fn sigterm_stops_the_daemon_with_exit_130_and_a_restart_resumes_exactly() 
     support::sync(&path, Target::Latest).await.expect("restart");
     assert_db_matches_truth(&work, &truth, &all_contracts(), truth.head()).await;
 }
+
+/// A contract whose start block lies above finality joins inside the reorg-tracked stretch: its logs from
+/// its start on are indexed, none skipped when the others are already further down.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_contract_starting_above_finality_is_indexed_from_its_start() {
+    let node = support::start(node_config(3_000)).await;
+    let truth = node.truth();
+    let head = truth.head();
+    let mut contracts = all_contracts();
+    // Finality is 64 blocks behind the head: start two contracts inside that stretch.
+    contracts[0].start_block = head - 40;
+    contracts[2].start_block = head - 10;
+    let work = Workdir::new();
+    let path = work.write_config(&node.http_url(), &contracts, "", "");
+    support::sync(&path, Target::Latest).await.expect("sync");
+    assert_db_matches_truth(&work, &truth, &contracts, head).await;
+}
