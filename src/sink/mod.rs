@@ -7,7 +7,7 @@ mod migrate;
 mod postgres;
 mod sqlite;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use alloy_primitives::{Address, B256};
 
@@ -334,10 +334,31 @@ impl Sink {
     /// # Errors
     /// [`Error::Query`].
     pub async fn status(&self) -> Result<Vec<ContractStatus>, Error> {
-        match self {
-            Sink::Sqlite(s) => s.status().await,
-            Sink::Postgres(s) => s.status().await,
+        let contracts = match self {
+            Sink::Sqlite(s) => s.contract_rows().await?,
+            Sink::Postgres(s) => s.contract_rows().await?,
+        };
+        let mut out = Vec::with_capacity(contracts.len());
+        for (name, addresses, events, start_block, checkpoint) in contracts {
+            let events: Vec<String> = serde_json::from_str(&events).unwrap_or_default();
+            let mut tables = Vec::with_capacity(events.len());
+            for record in events {
+                let (event, table) = split_event_record(&record);
+                let rows = match self {
+                    Sink::Sqlite(s) => s.row_count(&table).await?,
+                    Sink::Postgres(s) => s.row_count(&table).await?,
+                };
+                tables.push(TableStatus { event, table, rows });
+            }
+            out.push(ContractStatus {
+                name,
+                addresses: serde_json::from_str(&addresses).unwrap_or_default(),
+                start_block: u64::try_from(start_block).unwrap_or(0),
+                checkpoint: checkpoint.and_then(|b| u64::try_from(b).ok()),
+                tables,
+            });
         }
+        Ok(out)
     }
 
     /// Forgets contracts so that the next sync indexes them from their start, in one transaction: drops
@@ -437,6 +458,45 @@ fn reindex_plan(
     }
     Ok((addresses, tables))
 }
+
+/// The `block_hashes` rows `(block_number, block_hash, parent_hash)`, as both backends read them, by number.
+///
+/// # Errors
+/// [`Error::Mismatch`] when a stored hash is not `0x` + 64 hex digits (not written by logslice).
+fn tracked_from_rows(
+    rows: Vec<(i64, String, String)>,
+) -> Result<BTreeMap<BlockNumber, TrackedBlock>, Error> {
+    let parse = |text: &str| {
+        hex::decode(text)
+            .ok()
+            .filter(|b| b.len() == 32)
+            .map(|b| B256::from_slice(&b))
+            .ok_or_else(|| {
+                Error::Mismatch(format!("block_hashes holds {text:?}, not a 32-byte hash"))
+            })
+    };
+    rows.into_iter()
+        .map(|(number, hash, parent)| {
+            let number = u64::try_from(number).unwrap_or(0);
+            Ok((
+                number,
+                TrackedBlock {
+                    number,
+                    hash: parse(&hash)?,
+                    parent_hash: parse(&parent)?,
+                },
+            ))
+        })
+        .collect()
+}
+
+/// A `contracts` row with its checkpoint: name, addresses JSON, events JSON, start block, checkpoint.
+type ContractRow = (String, String, String, i64, Option<i64>);
+
+/// The same SQL on both backends (no placeholders).
+const CONTRACT_ROWS_SQL: &str =
+    "SELECT c.name, c.addresses, c.events, c.start_block, k.block_number \
+     FROM contracts c LEFT JOIN checkpoints k ON k.contract = c.name ORDER BY c.name";
 
 /// `i64` for a block number or index, as both databases store them.
 fn to_i64(n: u64) -> i64 {

@@ -37,12 +37,12 @@ use sqlx::{ConnectOptions, Connection, Executor, PgConnection, PgPool, Postgres}
 
 use crate::config::SecretUrl;
 use crate::decode::{ColumnKind, Value};
-use crate::primitives::{BlockNumber, B256};
+use crate::primitives::BlockNumber;
 
 use super::{
-    hex, migrate, query_error, reindex_plan, split_event_record, to_i64, Batch, ContractSpec,
-    ContractStatus, Error, ReindexReport, ReindexSpec, RollbackReport, TableSpec, TableStatus,
-    TrackedBlock,
+    hex, migrate, query_error, reindex_plan, to_i64, tracked_from_rows, Batch, ContractRow,
+    ContractSpec, Error, ReindexReport, ReindexSpec, RollbackReport, TableSpec, TrackedBlock,
+    CONTRACT_ROWS_SQL,
 };
 
 /// Connections in the pool: one writes at a time; the rest serve `status` and readers of [`PostgresSink::pool`].
@@ -454,19 +454,7 @@ impl PostgresSink {
             doing: "reading block hashes",
             source,
         })?;
-        rows.into_iter()
-            .map(|(number, hash, parent)| {
-                let number = u64::try_from(number).unwrap_or(0);
-                Ok((
-                    number,
-                    TrackedBlock {
-                        number,
-                        hash: parse_hash(&hash)?,
-                        parent_hash: parse_hash(&parent)?,
-                    },
-                ))
-            })
-            .collect()
+        tracked_from_rows(rows)
     }
 
     pub(super) async fn rollback(
@@ -533,43 +521,23 @@ impl PostgresSink {
             .map_err(query_error("reading the meta table"))
     }
 
-    pub(super) async fn status(&self) -> Result<Vec<ContractStatus>, Error> {
-        let contracts: Vec<(String, String, String, i64, Option<i64>)> = sqlx::query_as(
-            "SELECT c.name, c.addresses, c.events, c.start_block, k.block_number \
-             FROM contracts c LEFT JOIN checkpoints k ON k.contract = c.name ORDER BY c.name",
-        )
-        .fetch_all(&self.pool)
-        .await
-        .map_err(query_error("reading the contracts"))?;
-        let mut out = Vec::with_capacity(contracts.len());
-        for (name, addresses, events, start_block, checkpoint) in contracts {
-            let events: Vec<String> = serde_json::from_str(&events).unwrap_or_default();
-            let mut tables = Vec::with_capacity(events.len());
-            for record in events {
-                let (event, table) = split_event_record(&record);
-                let rows = if self.table_exists(&table).await? {
-                    let n: i64 = sqlx::query_scalar(&format!(
-                        "SELECT count(*) FROM {}",
-                        quote_ident(&table)
-                    ))
-                    .fetch_one(&self.pool)
-                    .await
-                    .map_err(query_error("counting rows"))?;
-                    Some(u64::try_from(n).unwrap_or(0))
-                } else {
-                    None
-                };
-                tables.push(TableStatus { event, table, rows });
-            }
-            out.push(ContractStatus {
-                name,
-                addresses: serde_json::from_str(&addresses).unwrap_or_default(),
-                start_block: u64::try_from(start_block).unwrap_or(0),
-                checkpoint: checkpoint.and_then(|b| u64::try_from(b).ok()),
-                tables,
-            });
+    pub(super) async fn contract_rows(&self) -> Result<Vec<ContractRow>, Error> {
+        sqlx::query_as(CONTRACT_ROWS_SQL)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(query_error("reading the contracts"))
+    }
+
+    /// Rows of a table, `None` when it does not exist.
+    pub(super) async fn row_count(&self, table: &str) -> Result<Option<u64>, Error> {
+        if !self.table_exists(table).await? {
+            return Ok(None);
         }
-        Ok(out)
+        let n: i64 = sqlx::query_scalar(&format!("SELECT count(*) FROM {}", quote_ident(table)))
+            .fetch_one(&self.pool)
+            .await
+            .map_err(query_error("counting rows"))?;
+        Ok(Some(u64::try_from(n).unwrap_or(0)))
     }
 
     async fn table_exists(&self, table: &str) -> Result<bool, Error> {
@@ -943,14 +911,6 @@ fn backoff(attempt: u32) -> Duration {
         .min(MAX_BACKOFF);
     let ceiling_ms = u64::try_from(ceiling.as_millis()).unwrap_or(u64::MAX);
     Duration::from_millis(fastrand::u64(0..=ceiling_ms))
-}
-
-fn parse_hash(text: &str) -> Result<B256, Error> {
-    hex::decode(text)
-        .ok()
-        .filter(|b| b.len() == 32)
-        .map(|b| B256::from_slice(&b))
-        .ok_or_else(|| Error::Mismatch(format!("block_hashes holds {text:?}, not a 32-byte hash")))
 }
 
 #[cfg(test)]

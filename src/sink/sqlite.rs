@@ -10,12 +10,12 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use sqlx::{ConnectOptions, QueryBuilder, Row, Sqlite, SqlitePool};
 
 use crate::decode::{ColumnKind, Value};
-use crate::primitives::{BlockNumber, Log, B256};
+use crate::primitives::{BlockNumber, Log};
 
 use super::{
-    hex, migrate, query_error, reindex_plan, split_event_record, to_i64, Batch, ContractSpec,
-    ContractStatus, Error, ReindexReport, ReindexSpec, RollbackReport, TableSpec, TableStatus,
-    TrackedBlock,
+    hex, migrate, query_error, reindex_plan, split_event_record, to_i64, tracked_from_rows, Batch,
+    ContractRow, ContractSpec, Error, ReindexReport, ReindexSpec, RollbackReport, TableSpec,
+    TrackedBlock, CONTRACT_ROWS_SQL,
 };
 
 /// SQLite's default limit on bound parameters per statement is 32,766; stay well under it while keeping
@@ -371,30 +371,7 @@ impl SqliteSink {
         .fetch_all(&self.pool)
         .await
         .map_err(query_error("reading block hashes"))?;
-        rows.into_iter()
-            .map(|(number, hash, parent)| {
-                let parse = |text: &str| {
-                    hex::decode(text)
-                        .ok()
-                        .filter(|b| b.len() == 32)
-                        .map(|b| B256::from_slice(&b))
-                        .ok_or_else(|| {
-                            Error::Mismatch(format!(
-                                "block_hashes holds {text:?}, not a 32-byte hash"
-                            ))
-                        })
-                };
-                let number = u64::try_from(number).unwrap_or(0);
-                Ok((
-                    number,
-                    TrackedBlock {
-                        number,
-                        hash: parse(&hash)?,
-                        parent_hash: parse(&parent)?,
-                    },
-                ))
-            })
-            .collect()
+        tracked_from_rows(rows)
     }
 
     pub(super) async fn rollback(
@@ -461,40 +438,23 @@ impl SqliteSink {
             .map_err(query_error("reading the meta table"))
     }
 
-    pub(super) async fn status(&self) -> Result<Vec<ContractStatus>, Error> {
-        let contracts: Vec<(String, String, String, i64, Option<i64>)> = sqlx::query_as(
-            "SELECT c.name, c.addresses, c.events, c.start_block, k.block_number \
-             FROM contracts c LEFT JOIN checkpoints k ON k.contract = c.name ORDER BY c.name",
-        )
-        .fetch_all(&self.pool)
-        .await
-        .map_err(query_error("reading the contracts"))?;
-        let mut out = Vec::with_capacity(contracts.len());
-        for (name, addresses, events, start_block, checkpoint) in contracts {
-            let events: Vec<String> = serde_json::from_str(&events).unwrap_or_default();
-            let mut tables = Vec::with_capacity(events.len());
-            for record in events {
-                let (event, table) = split_event_record(&record);
-                let rows = if table_exists(&self.pool, &table).await? {
-                    let n: i64 = sqlx::query_scalar(&format!("SELECT count(*) FROM \"{table}\""))
-                        .fetch_one(&self.pool)
-                        .await
-                        .map_err(query_error("counting rows"))?;
-                    Some(u64::try_from(n).unwrap_or(0))
-                } else {
-                    None
-                };
-                tables.push(TableStatus { event, table, rows });
-            }
-            out.push(ContractStatus {
-                name,
-                addresses: serde_json::from_str(&addresses).unwrap_or_default(),
-                start_block: u64::try_from(start_block).unwrap_or(0),
-                checkpoint: checkpoint.and_then(|b| u64::try_from(b).ok()),
-                tables,
-            });
+    pub(super) async fn contract_rows(&self) -> Result<Vec<ContractRow>, Error> {
+        sqlx::query_as(CONTRACT_ROWS_SQL)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(query_error("reading the contracts"))
+    }
+
+    /// Rows of a table, `None` when it does not exist.
+    pub(super) async fn row_count(&self, table: &str) -> Result<Option<u64>, Error> {
+        if !table_exists(&self.pool, table).await? {
+            return Ok(None);
         }
-        Ok(out)
+        let n: i64 = sqlx::query_scalar(&format!("SELECT count(*) FROM \"{table}\""))
+            .fetch_one(&self.pool)
+            .await
+            .map_err(query_error("counting rows"))?;
+        Ok(Some(u64::try_from(n).unwrap_or(0)))
     }
 
     pub(super) async fn reindex(
