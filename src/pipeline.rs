@@ -118,6 +118,15 @@ pub struct SyncReport {
     pub elapsed: Duration,
 }
 
+impl SyncReport {
+    /// Counts a committed batch.
+    fn committed(&mut self, batch: &Batch) {
+        self.batches += 1;
+        self.logs += batch.logs.len() as u64;
+        self.typed_rows += batch.typed.len() as u64;
+    }
+}
+
 /// A connected node: the client, its gate, and the in-process devnode behind `sim://`, kept alive.
 pub struct Node {
     /// The client.
@@ -649,9 +658,7 @@ impl<'a> Ctx<'a> {
                         database: db.clone(),
                         source,
                     })?;
-                report.batches += 1;
-                report.logs += batch.logs.len() as u64;
-                report.typed_rows += batch.typed.len() as u64;
+                report.committed(&batch);
                 // Logs a `progress` line or draws the bar; moves the clock `/health` reads.
                 observer.committed(
                     batch.range,
@@ -842,9 +849,7 @@ impl<'a> Ctx<'a> {
             batch.typed.len() as u64,
             committing.elapsed(),
         );
-        report.batches += 1;
-        report.logs += batch.logs.len() as u64;
-        report.typed_rows += batch.typed.len() as u64;
+        report.committed(&batch);
         self.job.advance(last);
         self.publish();
         Ok(Step::Done)
@@ -1079,9 +1084,7 @@ pub async fn store_only(
             let batch = job.build_batch(std::mem::take(&mut pending), &mut report)?;
             sink.commit(&batch).await.map_err(db_error)?;
             busy += started.elapsed();
-            report.batches += 1;
-            report.logs += batch.logs.len() as u64;
-            report.typed_rows += batch.typed.len() as u64;
+            report.committed(&batch);
             n_logs = 0;
         }
     }
@@ -1137,8 +1140,7 @@ pub async fn naive_sync(config: &Config, target: Target, span: u64) -> Result<Sy
             Ok(logs) => {
                 let batch = job.build_batch(vec![Fetched { range, logs }], &mut report)?;
                 sink.commit(&batch).await.map_err(db_error)?;
-                report.logs += batch.logs.len() as u64;
-                report.batches += 1;
+                report.committed(&batch);
             }
             Err(fetch::Error::Split(_)) => {
                 if let Some((first, rest)) = range.halve() {
@@ -1155,8 +1157,7 @@ pub async fn naive_sync(config: &Config, target: Target, span: u64) -> Result<Sy
                     .map_err(node.error())?;
                     let batch = job.build_batch(vec![Fetched { range, logs }], &mut report)?;
                     sink.commit(&batch).await.map_err(db_error)?;
-                    report.logs += batch.logs.len() as u64;
-                    report.batches += 1;
+                    report.committed(&batch);
                 }
             }
             Err(err) => return Err(node.error()(err)),
