@@ -330,12 +330,13 @@ fn render(args: &BenchArgs, phases: &[Phase], lower_bound: Option<u64>, blocks: 
     );
     let _ = writeln!(
         out,
-        "{:<11} {:>10} {:>10} {:>8} {:>9} {:>9} {:>7} {:>7} {:>9}",
+        "{:<11} {:>10} {:>10} {:>8} {:>9} {:>8} {:>9} {:>7} {:>7} {:>9}",
         "phase",
         "logs/s",
         "blocks/s",
         "secs",
         "requests",
+        "getLogs",
         "req/10k",
         "errors",
         "splits",
@@ -344,18 +345,19 @@ fn render(args: &BenchArgs, phases: &[Phase], lower_bound: Option<u64>, blocks: 
     for p in phases {
         let secs = p.report.elapsed.as_secs_f64().max(1e-9);
         let per_10k = if p.report.logs > 0 {
-            p.report.requests as f64 * 10_000.0 / p.report.logs as f64
+            p.report.log_requests as f64 * 10_000.0 / p.report.logs as f64
         } else {
             0.0
         };
         let _ = writeln!(
             out,
-            "{:<11} {:>10.0} {:>10.0} {:>8.2} {:>9} {:>9.2} {:>7} {:>7} {:>6.1} MB",
+            "{:<11} {:>10.0} {:>10.0} {:>8.2} {:>9} {:>8} {:>9.2} {:>7} {:>7} {:>6.1} MB",
             p.name,
             p.logs_per_s(),
             p.blocks as f64 / secs,
             secs,
             p.report.requests,
+            p.report.log_requests,
             per_10k,
             p.report.errors,
             p.report.splits,
@@ -367,9 +369,11 @@ fn render(args: &BenchArgs, phases: &[Phase], lower_bound: Option<u64>, blocks: 
         let bound_per_10k = bound as f64 * 10_000.0 / e2e.report.logs.max(1) as f64;
         let _ = writeln!(
             out,
-            "lower bound: {bound} requests ({bound_per_10k:.2} per 10k logs); end-to-end used {} ({:.2}x the bound)",
-            e2e.report.requests,
-            e2e.report.requests as f64 / bound.max(1) as f64
+            "lower bound: {bound} eth_getLogs requests ({bound_per_10k:.2} per 10k logs); end-to-end used {} ({:.2}x the bound; \
+             the other {} requests read the head and the headers above finality)",
+            e2e.report.log_requests,
+            e2e.report.log_requests as f64 / bound.max(1) as f64,
+            e2e.report.requests - e2e.report.log_requests,
         );
     }
     if let Some(e2e) = find("end-to-end") {

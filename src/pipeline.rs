@@ -108,6 +108,8 @@ pub struct SyncReport {
     pub undecodable: u64,
     /// Requests sent, errors seen, retries, splits.
     pub requests: u64,
+    /// Of them, `eth_getLogs` requests.
+    pub log_requests: u64,
     /// Error answers.
     pub errors: u64,
     /// Retries.
@@ -210,6 +212,7 @@ impl Node {
         use std::sync::atomic::Ordering::Relaxed;
         let stats = &self.gate.stats;
         report.requests = stats.requests.load(Relaxed);
+        report.log_requests = stats.log_requests.load(Relaxed);
         report.errors = stats.errors.load(Relaxed);
         report.retries = stats.retries.load(Relaxed);
         report.splits = stats.splits.load(Relaxed);
@@ -320,6 +323,8 @@ struct Contract {
     tables: Vec<usize>,
     /// topic0 of each non-anonymous event; `None` if an anonymous event forbids a topic0 filter.
     selectors: Option<Vec<B256>>,
+    /// topic0 of each non-anonymous event, even when an anonymous one forbids filtering by them.
+    event_topics: Vec<B256>,
 }
 
 /// What a config asks to index, resolved: decoders, tables, and contracts with their next blocks.
@@ -345,6 +350,7 @@ impl Job {
         for contract in &config.contracts {
             let mut table_idxs = Vec::new();
             let mut selectors = Some(Vec::new());
+            let mut event_topics = Vec::new();
             let mut events = Vec::new();
             for event in &contract.events {
                 let decoder = EventDecoder::new(&event.event).map_err(|e| {
@@ -354,6 +360,7 @@ impl Job {
                         contract.name
                     ))
                 })?;
+                event_topics.extend(decoder.selector());
                 match (decoder.selector(), selectors.as_mut()) {
                     (Some(selector), Some(list)) => list.push(selector),
                     (None, _) => selectors = None,
@@ -374,6 +381,7 @@ impl Job {
                 next: contract.start_block,
                 tables: table_idxs,
                 selectors,
+                event_topics,
             });
             specs.push(ContractSpec {
                 name: contract.name.clone(),
@@ -778,6 +786,7 @@ impl<'a> Ctx<'a> {
                         &self.node.gate,
                         block,
                         selection.clone(),
+                        fetch::FirstRequest::Whole,
                     )
                     .await
                     .map_err(self.node.error())?;
@@ -1152,6 +1161,7 @@ pub async fn naive_sync(config: &Config, target: Target, span: u64) -> Result<Sy
                         &node.gate,
                         range.start(),
                         selection.clone(),
+                        fetch::FirstRequest::Halves,
                     )
                     .await
                     .map_err(node.error())?;
@@ -1173,8 +1183,12 @@ pub async fn naive_sync(config: &Config, target: Target, span: u64) -> Result<Sy
 fn selection(contracts: &[Contract], range: BlockRange) -> Selection {
     let mut addresses: Vec<Address> = Vec::new();
     let mut topic0: Option<Vec<B256>> = Some(Vec::new());
+    let mut pairs: Vec<(Address, B256)> = Vec::new();
     for contract in contracts.iter().filter(|c| c.next <= range.start()) {
         addresses.extend(&contract.addresses);
+        for &address in &contract.addresses {
+            pairs.extend(contract.event_topics.iter().map(|&t| (address, t)));
+        }
         match (&contract.selectors, topic0.as_mut()) {
             (Some(selectors), Some(all)) => all.extend(selectors),
             (None, _) => topic0 = None,
@@ -1187,7 +1201,13 @@ fn selection(contracts: &[Contract], range: BlockRange) -> Selection {
         all.sort();
         all.dedup();
     }
-    Selection { addresses, topic0 }
+    pairs.sort();
+    pairs.dedup();
+    Selection {
+        addresses,
+        topic0,
+        pairs,
+    }
 }
 
 /// Decodes fetched ranges into one batch: the raw logs that match a configured event of a contract that has

@@ -33,8 +33,9 @@ pub const DEFAULT_START_BLOCK: u64 = 0;
 pub const DEFAULT_INITIAL_BLOCK_RANGE: u64 = 2000;
 /// `sync.max_block_range`.
 pub const DEFAULT_MAX_BLOCK_RANGE: u64 = 100_000;
-/// `sync.target_logs_per_request`: half the node's 10,000-result cap.
-pub const DEFAULT_TARGET_LOGS_PER_REQUEST: u64 = 5000;
+/// `sync.target_logs_per_request`: 95% of the node's 10,000-result cap; ranges are cut so that the
+/// survey's estimate plus its error stays under it (see `planner`).
+pub const DEFAULT_TARGET_LOGS_PER_REQUEST: u64 = 9500;
 /// `sync.max_batch_logs`.
 pub const DEFAULT_MAX_BATCH_LOGS: usize = 5000;
 /// `sync.max_queued_batches`.

@@ -284,6 +284,24 @@ impl GroundTruth {
         self.chain.plan(number, state.gen(number)).logs.len()
     }
 
+    /// The (address, topic0) of every log of canonical block `number`, in log-index order, without generating
+    /// the logs (empty beyond the head). For simulations that need more than [`Self::log_count`].
+    pub fn log_emitters(&self, number: u64) -> Vec<(Address, Option<B256>)> {
+        let state = self.chain.read();
+        if number > state.head {
+            return Vec::new();
+        }
+        self.chain
+            .plan(number, state.gen(number))
+            .logs
+            .iter()
+            .map(|planned| {
+                let idx = usize::from(planned.emitter);
+                (EMITTERS[idx].address, contracts::parsed(idx).topic0)
+            })
+            .collect()
+    }
+
     /// The first block at or after `from` with more than 10,000 logs (there is one per 50,000 blocks).
     pub fn next_huge_block(&self, from: u64) -> u64 {
         let candidate = self.chain.huge_block_near(from);

@@ -335,6 +335,7 @@ impl Service {
             return Ok(0);
         }
         let to = to.min(view.head);
+        self.stats.logs_from(from);
         let outcome = self.scan_logs(out, state, from, to, &request.filter, stale_replica);
         match outcome {
             LogsOutcome::Done { n_logs } => {

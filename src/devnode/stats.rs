@@ -45,6 +45,9 @@ pub struct StatsSnapshot {
     pub methods: BTreeMap<String, MethodStats>,
     /// Logs returned by successful `eth_getLogs` calls (including `removed: true` ones).
     pub logs_served: u64,
+    /// The lowest `fromBlock` (or block, for a `blockHash` filter) of any `eth_getLogs` answered with logs
+    /// or none: tests check that a resumed job asks nothing at or below its checkpoint.
+    pub lowest_log_block: Option<u64>,
 }
 
 impl StatsSnapshot {
@@ -142,6 +145,13 @@ impl Stats {
 
     pub(crate) fn dropped(&self) {
         self.with(|s| s.dropped += 1);
+    }
+
+    /// Records the first block of an answered `eth_getLogs`.
+    pub(crate) fn logs_from(&self, block: u64) {
+        self.with(|s| {
+            s.lowest_log_block = Some(s.lowest_log_block.map_or(block, |b| b.min(block)))
+        });
     }
 
     /// Records one call: `Ok(n_logs)` or `Err(code)`.

@@ -43,6 +43,8 @@ pub enum OnSplit {
 pub struct GateStats {
     /// Requests sent.
     pub requests: AtomicU64,
+    /// Of them, `eth_getLogs` requests (the rest read heads and headers).
+    pub log_requests: AtomicU64,
     /// Answers that were errors of any kind.
     pub errors: AtomicU64,
     /// Retries made.
@@ -108,6 +110,9 @@ impl Gate {
                     .expect("the semaphore is never closed");
                 self.limiter.until_ready().await;
                 self.stats.requests.fetch_add(1, Ordering::Relaxed);
+                if method == "eth_getLogs" {
+                    self.stats.log_requests.fetch_add(1, Ordering::Relaxed);
+                }
                 call().await
             };
             crate::observe::record_request(

@@ -8,7 +8,7 @@
 
 mod gate;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use alloy_primitives::{Address, B256};
@@ -18,7 +18,10 @@ use tokio_util::sync::CancellationToken;
 
 pub use gate::{Gate, GateConfig, GateStats, OnSplit};
 
-use crate::planner::{Outcome, Planner, Verdict};
+#[cfg(test)]
+mod simulation;
+
+use crate::planner::{Outcome, Planner, SurveyRequest, Verdict};
 use crate::primitives::{BlockNumber, BlockRange, Log};
 use crate::rpc::{self, Blocks, Class, Client, LogFilter, SplitReason};
 
@@ -82,6 +85,9 @@ pub struct Selection {
     pub addresses: Vec<Address>,
     /// Alternatives for topic0; `None` when an anonymous event forbids a topic0 filter.
     pub topic0: Option<Vec<B256>>,
+    /// Every (address, topic0) of a selected contract's non-anonymous events: the narrow filters a density
+    /// survey may probe with (even when `topic0` is `None`).
+    pub pairs: Vec<(Address, B256)>,
 }
 
 /// A range whose logs are all fetched, in `(block_number, log_index)` order.
@@ -93,7 +99,80 @@ pub struct Fetched {
     pub logs: Vec<Log>,
 }
 
-/// Fetches logs of the ranges `planner` hands out and sends them to `out` in block order.
+/// One finished request of [`run`].
+enum Task {
+    /// A range of logs.
+    Range(BlockRange, Result<Vec<Log>, Error>),
+    /// One block over the cap, fetched by narrower filters. Its mix of logs is not counted towards a probe's
+    /// share: such a block is an outlier by definition (on the simulated chain every event is equally
+    /// likely in one, and counting it skewed the share by a fifth).
+    Overflow(BlockRange, Result<Vec<Log>, Error>),
+    /// A density survey: the block numbers of the probe's logs.
+    Survey(SurveyRequest, Result<Vec<BlockNumber>, Error>),
+}
+
+/// A narrow filter a survey may use: one address, and one topic0 of the selection or all of them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Probe {
+    address: Address,
+    topic0: Option<B256>,
+}
+
+/// The probes a selection offers: each address (with the selection's topic0 filter), and each
+/// (address, topic0) pair of its events.
+fn probes(selection: &Selection) -> Vec<Probe> {
+    let addresses = selection.addresses.iter().map(|&address| Probe {
+        address,
+        topic0: None,
+    });
+    let pairs = selection.pairs.iter().map(|&(address, topic0)| Probe {
+        address,
+        topic0: Some(topic0),
+    });
+    addresses.chain(pairs).collect()
+}
+
+/// How many of `logs` each probe matches.
+fn probe_counts(probes: &[Probe], logs: &[Log]) -> Vec<u64> {
+    let mut by_pair: HashMap<(Address, Option<B256>), u64> = HashMap::new();
+    for log in logs {
+        *by_pair
+            .entry((log.address, log.topics.first().copied()))
+            .or_default() += 1;
+    }
+    probes
+        .iter()
+        .map(|probe| {
+            by_pair
+                .iter()
+                .filter(|((address, topic0), _)| {
+                    *address == probe.address && (probe.topic0.is_none() || *topic0 == probe.topic0)
+                })
+                .map(|(_, n)| n)
+                .sum()
+        })
+        .collect()
+}
+
+/// What the node's refusal of a range means to the planner.
+fn outcome_of(err: &rpc::Error) -> Outcome {
+    match err.class() {
+        Class::Split {
+            reason: SplitReason::Timeout,
+            ..
+        } => Outcome::Timeout,
+        Class::Split {
+            reason: SplitReason::RangeTooWide,
+            max_blocks,
+            ..
+        } => Outcome::RangeTooWide { max_blocks },
+        Class::Split { suggested, .. } => Outcome::TooManyResults { suggested },
+        _ => unreachable!("Error::Split carries a split class"),
+    }
+}
+
+/// Fetches logs of the ranges `planner` hands out and sends them to `out` in block order, running the
+/// density surveys the planner asks for along the way.
 ///
 /// # Errors
 /// Any [`Error`] that stops fetching; [`Error::Interrupted`] on cancellation.
@@ -110,17 +189,58 @@ pub async fn run(
     let window = max_concurrency + 2;
     let mut allowed = max_concurrency;
     let mut successes_since_ease = 0usize;
-    let mut in_flight: JoinSet<(BlockRange, Result<Vec<Log>, Error>)> = JoinSet::new();
+    let mut in_flight: JoinSet<Task> = JoinSet::new();
     let mut ready: BTreeMap<BlockNumber, Fetched> = BTreeMap::new();
     let mut next_to_send: Option<BlockNumber> = None;
+    // The selection is fixed from the sampling start on: surveys probe it.
+    let sampling_selection = select(BlockRange::single(planner.sampling_start()));
+    let probes = probes(&sampling_selection);
 
     loop {
+        if in_flight.len() < allowed {
+            if let Some(request) = planner.next_survey() {
+                let probe = &probes[request.probe];
+                let filter = LogFilter {
+                    blocks: Blocks::Range(request.range),
+                    addresses: vec![probe.address],
+                    topic0: probe
+                        .topic0
+                        .map(|t| vec![t])
+                        .or_else(|| sampling_selection.topic0.clone()),
+                };
+                let (client, gate) = (client.clone(), gate.clone());
+                in_flight.spawn(async move {
+                    let logs = gate
+                        .run("eth_getLogs", OnSplit::Return, || client.get_logs(&filter))
+                        .await;
+                    let blocks = logs
+                        .and_then(|logs| checked(request.range, &filter, logs))
+                        .map(|logs| logs.iter().map(|log| log.block_number).collect());
+                    Task::Survey(request, blocks)
+                });
+            }
+        }
         while in_flight.len() < allowed && (ready.len() < window || planner.has_pieces()) {
             let Some(range) = planner.next_range() else {
                 break;
             };
             next_to_send.get_or_insert(range.start());
             let (client, gate, selection) = (client.clone(), gate.clone(), select(range));
+            if planner.expects_overflow(range) {
+                // The survey says this block alone is over the cap: skip the request bound to be refused.
+                in_flight.spawn(async move {
+                    let logs = fetch_block_by_filters(
+                        &client,
+                        &gate,
+                        range.start(),
+                        selection,
+                        FirstRequest::Halves,
+                    )
+                    .await;
+                    Task::Overflow(range, logs)
+                });
+                continue;
+            }
             in_flight.spawn(async move {
                 let filter = LogFilter {
                     blocks: Blocks::Range(range),
@@ -130,7 +250,7 @@ pub async fn run(
                 let logs = gate
                     .run("eth_getLogs", OnSplit::Return, || client.get_logs(&filter))
                     .await;
-                (range, logs.and_then(|logs| checked(range, &filter, logs)))
+                Task::Range(range, logs.and_then(|logs| checked(range, &filter, logs)))
             });
         }
         let Some(joined) = (tokio::select! {
@@ -139,9 +259,30 @@ pub async fn run(
         }) else {
             break; // nothing in flight and nothing left to plan
         };
-        let (range, result) = joined.expect("fetch tasks do not panic");
+        let (range, result, counted) = match joined.expect("fetch tasks do not panic") {
+            Task::Survey(request, result) => {
+                match result {
+                    Ok(blocks) => {
+                        tracing::debug!(range = %request.range, hits = blocks.len(), "surveyed");
+                        planner.report_survey(request, Ok(&blocks));
+                    }
+                    Err(Error::Split(err)) => {
+                        tracing::debug!(range = %request.range, cause = %err, "survey refused");
+                        planner.report_survey(request, Err(outcome_of(&err)));
+                    }
+                    Err(err) => return Err(err),
+                }
+                continue;
+            }
+            Task::Range(range, result) => (range, result, true),
+            Task::Overflow(range, result) => (range, result, false),
+        };
         match result {
             Ok(logs) => {
+                if counted && range.start() >= planner.sampling_start() {
+                    let counts = probe_counts(&probes, &logs);
+                    planner.observe_mix(range, logs.len() as u64, &counts);
+                }
                 planner.report(
                     range,
                     Outcome::Logs {
@@ -157,30 +298,24 @@ pub async fn run(
                 }
             }
             Err(Error::Split(err)) => {
-                let outcome = match err.class() {
-                    Class::Split {
-                        reason: SplitReason::Timeout,
-                        ..
-                    } => {
-                        allowed = (allowed / 2).max(1);
-                        successes_since_ease = 0;
-                        Outcome::Timeout
-                    }
-                    Class::Split {
-                        reason: SplitReason::RangeTooWide,
-                        max_blocks,
-                        ..
-                    } => Outcome::RangeTooWide { max_blocks },
-                    Class::Split { suggested, .. } => Outcome::TooManyResults { suggested },
-                    _ => unreachable!("Error::Split carries a split class"),
-                };
+                let outcome = outcome_of(&err);
+                if outcome == Outcome::Timeout {
+                    allowed = (allowed / 2).max(1);
+                    successes_since_ease = 0;
+                }
                 tracing::debug!(%range, cause = %err, "splitting");
                 if planner.report(range, outcome) == Verdict::SingleBlockOverflow {
                     let (client, gate, selection) = (client.clone(), gate.clone(), select(range));
                     in_flight.spawn(async move {
-                        let logs =
-                            fetch_block_by_filters(&client, &gate, range.start(), selection).await;
-                        (range, logs)
+                        let logs = fetch_block_by_filters(
+                            &client,
+                            &gate,
+                            range.start(),
+                            selection,
+                            FirstRequest::Halves,
+                        )
+                        .await;
+                        Task::Overflow(range, logs)
                     });
                 }
             }
@@ -195,18 +330,77 @@ pub async fn run(
         }
     }
     debug_assert!(ready.is_empty(), "every fetched range was sent");
+    debug_assert!(planner.is_finished(), "every range was handed out and done");
     Ok(())
+}
+
+/// Where [`fetch_block_by_filters`] begins.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FirstRequest {
+    /// With the whole selection: the block may well fit.
+    Whole,
+    /// With its halves: the whole selection was refused already, or is expected to be.
+    Halves,
+}
+
+impl Selection {
+    /// Two narrower selections that together ask for the same logs: halves of the addresses, else of the
+    /// topic0 alternatives; `None` when neither can be narrowed.
+    fn halves(self) -> Option<(Selection, Selection)> {
+        let Selection {
+            addresses, topic0, ..
+        } = self;
+        if addresses.len() > 1 {
+            let (a, b) = addresses.split_at(addresses.len() / 2);
+            return Some((
+                Selection {
+                    addresses: a.to_vec(),
+                    topic0: topic0.clone(),
+                    pairs: Vec::new(),
+                },
+                Selection {
+                    addresses: b.to_vec(),
+                    topic0,
+                    pairs: Vec::new(),
+                },
+            ));
+        }
+        let topics = topic0.filter(|t| t.len() > 1)?;
+        let (a, b) = topics.split_at(topics.len() / 2);
+        Some((
+            Selection {
+                addresses: addresses.clone(),
+                topic0: Some(a.to_vec()),
+                pairs: Vec::new(),
+            },
+            Selection {
+                addresses,
+                topic0: Some(b.to_vec()),
+                pairs: Vec::new(),
+            },
+        ))
+    }
 }
 
 /// Fetches one block whose logs exceed the node's cap by narrowing the filter: halves of the address set,
 /// then halves of the topic0 set, merged back into log order.
+///
+/// # Errors
+/// [`Error::BlockOverflow`] when one address and one topic0 are still over the cap; any other [`Error`].
 pub(crate) async fn fetch_block_by_filters(
     client: &Client,
     gate: &Gate,
     block: BlockNumber,
     selection: Selection,
+    first: FirstRequest,
 ) -> Result<Vec<Log>, Error> {
-    let mut todo = vec![selection];
+    let mut todo = match first {
+        FirstRequest::Whole => vec![selection],
+        FirstRequest::Halves => match selection.clone().halves() {
+            Some((a, b)) => vec![b, a],
+            None => vec![selection],
+        },
+    };
     let mut logs = Vec::new();
     while let Some(selection) = todo.pop() {
         let filter = LogFilter {
@@ -220,35 +414,16 @@ pub(crate) async fn fetch_block_by_filters(
         {
             Ok(part) => logs.extend(checked(BlockRange::single(block), &filter, part)?),
             Err(Error::Split(_)) => {
-                let Selection { addresses, topic0 } = selection;
-                if addresses.len() > 1 {
-                    let (a, b) = addresses.split_at(addresses.len() / 2);
-                    todo.push(Selection {
-                        addresses: a.to_vec(),
-                        topic0: topic0.clone(),
-                    });
-                    todo.push(Selection {
-                        addresses: b.to_vec(),
-                        topic0,
-                    });
-                } else if let Some(topics) = topic0.filter(|t| t.len() > 1) {
-                    let (a, b) = topics.split_at(topics.len() / 2);
-                    todo.push(Selection {
-                        addresses: addresses.clone(),
-                        topic0: Some(a.to_vec()),
-                    });
-                    todo.push(Selection {
-                        addresses,
-                        topic0: Some(b.to_vec()),
-                    });
-                } else {
-                    let topic0 = selection_topic(&filter);
+                let address = selection.addresses[0];
+                let Some((a, b)) = selection.halves() else {
                     return Err(Error::BlockOverflow {
                         block,
-                        address: addresses[0],
-                        topic0,
+                        address,
+                        topic0: selection_topic(&filter),
                     });
-                }
+                };
+                todo.push(b);
+                todo.push(a);
             }
             Err(err) => return Err(err),
         }

@@ -1,17 +1,38 @@
 //! The adaptive range planner: a pure state machine that hands out block ranges and learns from the node's
 //! answers. No tokio, no I/O, no `rpc` types: its inputs are [`Outcome`]s, its outputs [`BlockRange`]s.
 //!
-//! It splits a range when the node answers "too many results", "timeout" or "range too wide", takes a range
-//! the node suggests when it is usable, and grows the span where logs are sparse, aiming at
-//! `target_logs_per_request` results per request. Split pieces are handed out before new ranges, lowest
-//! first, so that whoever commits in block order is never kept waiting long.
+//! Ranges are cut two ways. Ahead of the ranges it hands out, the planner asks for a density *survey* (see
+//! [`survey`]): the same blocks under a narrow filter that matches a few percent of the logs; from those
+//! hits it cuts each range where the estimated logs, plus their sampling error, reach
+//! `target_logs_per_request`. Where no survey is possible (too few logs yet, no suitable narrow filter, or
+//! below the last block where a contract joins and the selection changes), it falls back to a span learned
+//! from the last answer, aiming at a fraction of the target because a neighbour's density is a weaker guess.
+//!
+//! It splits a range when the node answers "too many results", "timeout" or "range too wide" (at the
+//! surveyed midpoint of the logs where it can, else by blocks), takes a range the node suggests when it is
+//! usable, and hands split pieces out before new ranges, lowest first, so that whoever commits in block
+//! order is never kept waiting long.
 //!
 //! Invariant: the ranges reported [`Verdict::Done`] (plus those reported [`Verdict::SingleBlockOverflow`],
-//! which the caller completes by other means) tile `[start, end]` exactly: no gap, no overlap.
+//! which the caller completes by other means) tile `[start, end]` exactly: no gap, no overlap. Surveys
+//! never complete a range; they only inform where ranges are cut.
+
+mod survey;
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::primitives::{BlockNumber, BlockRange};
+
+use survey::Survey;
+
+/// Where only a learned span is known, aim at this fraction of the target: a neighbouring range's density
+/// misjudges the next by a quarter or more on the simulated chain, and an overflow costs a request.
+const LEARNED_AIM: f64 = 0.6;
+/// A single block estimated above this multiple of the target is fetched by narrower filters at once.
+const OVERFLOW_MARGIN: f64 = 1.15;
+/// Survey no further ahead than this many target-sized ranges: enough for the in-flight window, and it
+/// bounds the memory the hits take.
+const LOOKAHEAD_RANGES: f64 = 24.0;
 
 /// Limits of the planner (from `[sync]`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,7 +41,7 @@ pub struct PlannerConfig {
     pub initial_span: u64,
     /// The span never grows above this.
     pub max_span: u64,
-    /// Growth aims at this many results per request.
+    /// Ranges are cut to carry at most this many logs by the estimate (including its error).
     pub target_logs: u64,
 }
 
@@ -58,24 +79,59 @@ pub enum Verdict {
     SingleBlockOverflow,
 }
 
+/// A density survey to run: fetch `range` with the narrow filter of candidate `probe` (an index into the
+/// candidates whose counts the caller passes to [`Planner::observe_mix`]) and report the block number of
+/// every log that comes back with [`Planner::report_survey`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SurveyRequest {
+    /// The blocks.
+    pub range: BlockRange,
+    /// Which candidate filter.
+    pub probe: usize,
+}
+
+/// Whether cutting a range may wait for the survey to get further.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Waiting {
+    /// A new range: better to wait one survey than to cut it blind.
+    Allowed,
+    /// A split piece: it is in the way of in-order commits, cut it now.
+    Never,
+}
+
+/// How a range was cut.
+enum Cut {
+    /// The range ends at this block.
+    At(BlockNumber),
+    /// Wait for the survey in flight.
+    Wait,
+}
+
 /// The planner.
 #[derive(Debug, Clone)]
 pub struct Planner {
     config: PlannerConfig,
     /// The next block never handed out.
     next: BlockNumber,
-    /// The last block to plan (inclusive); `None` when everything up to it was handed out.
+    /// The last block to plan (inclusive).
     end: BlockNumber,
     /// Blocks at which a range must start (a contract joins there), above `next`.
     boundaries: BTreeSet<BlockNumber>,
     /// Split pieces waiting to be handed out again, by start.
     pieces: BTreeMap<BlockNumber, BlockRange>,
-    /// The span of the next new range.
+    /// Ranges handed out and not yet reported, by start (the survey forgets blocks below them all).
+    handed_out: BTreeMap<BlockNumber, BlockRange>,
+    /// The span of the next new range when no survey covers it.
     span: u64,
     /// A hard span limit the node stated (`RangeTooWide`).
     node_cap: Option<u64>,
     /// True once `next` passed `end`.
     exhausted: bool,
+    /// From here on the selection no longer changes (no contract joins above), so a probe's share holds.
+    sampling_from: BlockNumber,
+    /// The next block to survey.
+    survey_cursor: BlockNumber,
+    survey: Survey,
 }
 
 impl Planner {
@@ -90,18 +146,24 @@ impl Planner {
                 && config.max_span >= config.initial_span
                 && config.target_logs >= 1
         );
+        let boundaries: BTreeSet<BlockNumber> = boundaries
+            .into_iter()
+            .filter(|b| *b > range.start() && *b <= range.end())
+            .collect();
+        let sampling_from = boundaries.last().copied().unwrap_or(range.start());
         Self {
             config,
             next: range.start(),
             end: range.end(),
-            boundaries: boundaries
-                .into_iter()
-                .filter(|b| *b > range.start() && *b <= range.end())
-                .collect(),
+            boundaries,
             pieces: BTreeMap::new(),
+            handed_out: BTreeMap::new(),
             span: config.initial_span,
             node_cap: None,
             exhausted: false,
+            sampling_from,
+            survey_cursor: sampling_from,
+            survey: Survey::new(config.initial_span),
         }
     }
 
@@ -116,7 +178,7 @@ impl Planner {
         }
     }
 
-    /// The span a new range would get now.
+    /// The span a new range would get now, where no survey covers it.
     pub fn span(&self) -> u64 {
         self.span
     }
@@ -126,38 +188,218 @@ impl Planner {
         !self.pieces.is_empty()
     }
 
-    /// The next range to fetch: a waiting piece, lowest first, else a new range; `None` when all are out.
+    /// The first block of the stretch where surveys can run: the caller offers probe candidates from the
+    /// selection there, and counts them in answers for ranges starting at or above it.
+    pub fn sampling_start(&self) -> BlockNumber {
+        self.sampling_from
+    }
+
+    /// Counts a full answer for `range` of `n_logs` logs, `per_candidate[i]` of which match candidate probe
+    /// `i`. Once enough logs were seen, the planner picks the probe whose share suits a survey.
+    pub fn observe_mix(&mut self, range: BlockRange, n_logs: u64, per_candidate: &[u64]) {
+        if range.start() >= self.sampling_from {
+            let remaining = self.end.saturating_sub(self.next) + 1;
+            self.survey.observe(
+                range.len(),
+                n_logs,
+                per_candidate,
+                remaining,
+                self.config.target_logs,
+            );
+        }
+    }
+
+    /// The next survey to run, if one is due: one at a time, each continuing where the last ended, no
+    /// further ahead than the in-flight window needs.
+    pub fn next_survey(&mut self) -> Option<SurveyRequest> {
+        let probe = self.survey.probe?;
+        if self.survey.in_flight.is_some() || !self.survey_pending() {
+            return None;
+        }
+        // The fetching overtook the survey (it started late, or ranges ran ahead of it): resume at the front.
+        let cursor = self.survey_cursor.max(self.next).max(self.sampling_from);
+        let last = cursor
+            .saturating_add(self.clamp(self.survey.span) - 1)
+            .min(self.end);
+        let range = BlockRange::new(cursor, last).expect("cursor <= last");
+        self.survey.in_flight = Some(range);
+        Some(SurveyRequest { range, probe })
+    }
+
+    /// Whether a survey is in flight, or one will be handed out as soon as a request slot is free.
+    fn survey_pending(&self) -> bool {
+        if self.survey.in_flight.is_some() {
+            return true;
+        }
+        if self.survey.probe.is_none() || self.survey.disabled {
+            return false;
+        }
+        let cursor = self.survey_cursor.max(self.next).max(self.sampling_from);
+        cursor <= self.end
+            && self.survey.estimate(self.survey.hits_from(self.next))
+                < LOOKAHEAD_RANGES * self.config.target_logs as f64
+    }
+
+    /// Learns from a survey's answer: the block number of every probe log, or why the node refused.
+    pub fn report_survey(
+        &mut self,
+        request: SurveyRequest,
+        answer: Result<&[BlockNumber], Outcome>,
+    ) {
+        let range = request.range;
+        debug_assert_eq!(self.survey.in_flight, Some(range));
+        self.survey.in_flight = None;
+        match answer {
+            Ok(blocks) => {
+                self.survey.record(range, blocks);
+                self.survey_cursor = range.end() + 1;
+                let ideal = if blocks.is_empty() {
+                    u64::MAX
+                } else {
+                    (u128::from(range.len()) * u128::from(survey::SURVEY_HITS)
+                        / blocks.len() as u128)
+                        .min(u128::from(u64::MAX)) as u64
+                };
+                self.survey.span = self.clamp(ideal.min(range.len().saturating_mul(8)));
+            }
+            Err(Outcome::RangeTooWide { max_blocks }) => {
+                let cap = max_blocks
+                    .filter(|&m| m >= 1 && m < range.len())
+                    .unwrap_or(range.len().div_ceil(2).max(1));
+                self.node_cap = Some(self.node_cap.map_or(cap, |c| c.min(cap)));
+                self.survey.span = self.clamp(cap);
+                self.span = self.clamp(self.span);
+            }
+            Err(Outcome::TooManyResults { suggested }) => {
+                let suggested = suggested
+                    .filter(|&(from, to)| from == range.start() && to < range.end() && to >= from);
+                // A quarter, not a half: an overflowing survey met a dense cluster, and a survey cut short
+                // costs less than another overflow.
+                self.survey.span = match suggested {
+                    Some((from, to)) => to - from + 1,
+                    None => range.len() / 4,
+                };
+            }
+            Err(Outcome::Timeout | Outcome::Logs { .. }) => self.survey.span = range.len() / 2,
+        }
+        if self.survey.span == 0 {
+            // One block with more probe logs than the node returns: the survey cannot say more than the
+            // ranges' own answers. Cut by learned span from here on.
+            self.survey.disabled = true;
+        }
+    }
+
+    /// The next range to fetch: a waiting piece, lowest first, else a new range; `None` when all are out, or
+    /// for now while a survey the next range needs is in flight.
     pub fn next_range(&mut self) -> Option<BlockRange> {
         if let Some((_, piece)) = self.pieces.pop_first() {
-            // A piece wider than what the density now suggests would likely fail again: hand out a span's
-            // worth and keep the rest waiting.
-            if let Some((first, rest)) =
-                piece.split_after(piece.start().saturating_add(self.span - 1))
-            {
+            let Cut::At(last) = self.cut(piece.start(), piece.end(), Waiting::Never) else {
+                unreachable!("a piece never waits");
+            };
+            if let Some((first, rest)) = piece.split_after(last) {
                 self.pieces.insert(rest.start(), rest);
-                return Some(first);
+                return Some(self.hand_out(first));
             }
-            return Some(piece);
+            return Some(self.hand_out(piece));
         }
         if self.exhausted {
             return None;
         }
-        let start = self.next;
-        let mut last = start.saturating_add(self.span - 1).min(self.end);
-        if let Some(boundary) = self.boundaries.range(start + 1..).next() {
-            last = last.min(boundary - 1);
+        if self.next >= self.sampling_from
+            && self.survey.is_learning()
+            && !self.handed_out.is_empty()
+        {
+            // Until the first answers show the mix of logs, one range at a time: ranges planned blind would
+            // be cut by guesswork where a survey will soon know better.
+            return None;
         }
+        let start = self.next;
+        let mut hard_last = start
+            .saturating_add(self.clamp(self.config.max_span) - 1)
+            .min(self.end);
+        if let Some(boundary) = self.boundaries.range(start + 1..).next() {
+            hard_last = hard_last.min(boundary - 1);
+        }
+        let last = match self.cut(start, hard_last, Waiting::Allowed) {
+            Cut::At(last) => last,
+            Cut::Wait => return None,
+        };
         let range = BlockRange::new(start, last).expect("start <= last by construction");
         if last == self.end {
             self.exhausted = true;
         } else {
             self.next = last + 1;
         }
-        Some(range)
+        Some(self.hand_out(range))
+    }
+
+    /// Whether `range` is a single block the survey estimates over the node's cap (with `OVERFLOW_MARGIN`):
+    /// the caller should fetch it by narrower filters straight away instead of asking for it whole.
+    pub fn expects_overflow(&self, range: BlockRange) -> bool {
+        range.len() == 1
+            && self.survey.covers(range.start())
+            && self.survey.estimate(
+                self.survey
+                    .hits_in(range.start(), range.start())
+                    .map(|(_, n)| n)
+                    .sum(),
+            ) > self.config.target_logs as f64 * OVERFLOW_MARGIN
+    }
+
+    /// Whether every block was handed out and reported done.
+    pub fn is_finished(&self) -> bool {
+        self.exhausted && self.pieces.is_empty() && self.handed_out.is_empty()
+    }
+
+    fn hand_out(&mut self, range: BlockRange) -> BlockRange {
+        self.handed_out.insert(range.start(), range);
+        range
+    }
+
+    /// Where a range starting at `start` and ending at `hard_last` at the latest should end.
+    fn cut(&self, start: BlockNumber, hard_last: BlockNumber, waiting: Waiting) -> Cut {
+        let target = self.config.target_logs as f64;
+        if self.survey.covers(start) && !self.survey.disabled {
+            let covered_end = self.survey.covered.map_or(start, |c| c.end());
+            let limit = hard_last.min(covered_end);
+            let mut hits = 0;
+            for (block, n) in self.survey.hits_in(start, limit) {
+                if self.survey.upper_estimate(hits + n) > target {
+                    // A block that alone looks over the target still goes alone: the node decides.
+                    return Cut::At(if block > start { block - 1 } else { block });
+                }
+                hits += n;
+            }
+            if limit == hard_last || waiting == Waiting::Never || !self.survey_pending() {
+                return Cut::At(limit);
+            }
+            return Cut::Wait;
+        }
+        if waiting == Waiting::Allowed && self.survey.in_flight.is_some_and(|s| s.contains(start)) {
+            return Cut::Wait;
+        }
+        Cut::At(start.saturating_add(self.span - 1).min(hard_last))
     }
 
     /// Learns from the node's answer for `range` (a range this planner handed out).
     pub fn report(&mut self, range: BlockRange, outcome: Outcome) -> Verdict {
+        self.handed_out.remove(&range.start());
+        let verdict = self.judge(range, outcome);
+        let lowest = [
+            self.handed_out.keys().next(),
+            self.pieces.keys().next(),
+            Some(&self.next),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+        .copied()
+        .unwrap_or(self.next);
+        self.survey.prune_below(lowest);
+        verdict
+    }
+
+    fn judge(&mut self, range: BlockRange, outcome: Outcome) -> Verdict {
         match outcome {
             Outcome::Logs { n } => {
                 self.learn_density(range, n);
@@ -166,16 +408,25 @@ impl Planner {
             Outcome::TooManyResults { suggested } => {
                 let usable = suggested
                     .filter(|&(from, to)| from == range.start() && to < range.end() && to >= from);
-                // Without a suggestion, halve; but where the learned span is already smaller (a dense burst
-                // met by a range planned before the density was known), cut there and skip the halvings.
+                // Without a suggestion, cut where the surveyed logs are halved; failing a survey, halve;
+                // but where the learned span is already smaller (a dense burst met by a range planned before
+                // the density was known), cut there and skip the halvings.
                 let cut = (range.len() / 2).min(self.span).max(1);
                 match usable
                     .and_then(|(_, to)| range.split_after(to))
+                    .or_else(|| {
+                        self.surveyed_midpoint(range)
+                            .and_then(|m| range.split_after(m))
+                    })
                     .or_else(|| range.split_after(range.start() + cut - 1))
                 {
                     Some((first, rest)) => {
                         // A suggested range fits the node's cap: the node knows the density better than we do.
-                        self.span = self.clamp(first.len());
+                        if usable.is_some() {
+                            self.span = self.clamp(first.len());
+                        } else {
+                            self.span = self.clamp(self.span.min(first.len()));
+                        }
                         self.requeue(first, rest);
                         Verdict::Split
                     }
@@ -196,6 +447,7 @@ impl Planner {
                     .unwrap_or(range.len().div_ceil(2).max(1));
                 self.node_cap = Some(self.node_cap.map_or(cap, |c| c.min(cap)));
                 self.span = self.clamp(self.span);
+                self.survey.span = self.clamp(self.survey.span);
                 let mut pieces = Vec::new();
                 let mut start = range.start();
                 while start <= range.end() {
@@ -215,21 +467,50 @@ impl Planner {
         }
     }
 
+    /// The block after which half of `range`'s surveyed hits lie, if the survey covers it and found any
+    /// (the survey undercounted it, but it still says where the logs are).
+    fn surveyed_midpoint(&self, range: BlockRange) -> Option<BlockNumber> {
+        if !(self.survey.covers(range.start()) && self.survey.covers(range.end())) {
+            return None;
+        }
+        let total: u64 = self
+            .survey
+            .hits_in(range.start(), range.end())
+            .map(|(_, n)| n)
+            .sum();
+        if total == 0 {
+            return None;
+        }
+        let mut seen = 0;
+        for (block, n) in self.survey.hits_in(range.start(), range.end()) {
+            seen += n;
+            if 2 * seen >= total {
+                // Keep the heavy block in the first half unless it is the last one.
+                return Some(if block < range.end() {
+                    block
+                } else {
+                    block - 1
+                });
+            }
+        }
+        None
+    }
+
     fn requeue(&mut self, first: BlockRange, rest: BlockRange) {
         self.pieces.insert(first.start(), first);
         self.pieces.insert(rest.start(), rest);
     }
 
-    /// Grows the span towards `target_logs` per request, or shrinks it at once where logs are dense.
-    /// Growth is at most 8x the length of the range answered: an answer about a few blocks says little
+    /// Grows the span towards a fraction of `target_logs` per request, or shrinks it at once where logs are
+    /// dense. Growth is at most 8x the length of the range answered: an answer about a few blocks says little
     /// about thousands, but creeping up by doubling after a dense stretch cost hundreds of tiny requests
     /// on the simulated chain (docs/BENCHMARKS.md); a split costs one.
     fn learn_density(&mut self, range: BlockRange, n: u64) {
+        let aim = (self.config.target_logs as f64 * LEARNED_AIM).max(1.0);
         let ideal = if n == 0 {
             u64::MAX
         } else {
-            (u128::from(range.len()) * u128::from(self.config.target_logs) / u128::from(n))
-                .min(u128::from(u64::MAX)) as u64
+            (range.len() as f64 * aim / n as f64).min(u64::MAX as f64) as u64
         };
         let ceiling = range.len().saturating_mul(8).max(self.span);
         self.span = self.clamp(ideal.min(ceiling));
@@ -273,7 +554,8 @@ mod tests {
         let mut planner = Planner::new(CONFIG, range(0, 1_000_000), []);
         let first = planner.next_range().unwrap();
         planner.report(first, Outcome::Logs { n: 10_000 });
-        assert_eq!(planner.span(), 50);
+        // Without a survey it aims at 60% of the target: 3,000 logs at 100 per block.
+        assert_eq!(planner.span(), 30);
     }
 
     #[test]
@@ -352,7 +634,8 @@ mod tests {
 
     #[test]
     fn never_straddles_a_boundary() {
-        let mut planner = Planner::new(CONFIG, range(0, 1000), [150, 151, 5000]);
+        // Below the last boundary (5000) no survey is possible, so ranges go out without waiting for answers.
+        let mut planner = Planner::new(CONFIG, range(0, 10_000), [150, 151, 5000]);
         assert_eq!(planner.next_range(), Some(range(0, 99)));
         assert_eq!(planner.next_range(), Some(range(100, 149)));
         assert_eq!(planner.next_range(), Some(range(150, 150)));
@@ -364,8 +647,123 @@ mod tests {
         let mut planner = Planner::new(CONFIG, range(0, 10), []);
         assert_eq!(planner.next_range(), Some(range(0, 10)));
         assert_eq!(planner.next_range(), None);
+        planner.report(range(0, 10), Outcome::Logs { n: 5 });
         planner.extend_to(20);
         assert_eq!(planner.next_range(), Some(range(11, 20)));
+    }
+
+    /// A planner that has seen enough full answers to survey with candidate 0 (a 5% share).
+    fn surveying(plan: BlockRange) -> Planner {
+        let mut planner = Planner::new(CONFIG, plan, []);
+        let first = planner.next_range().unwrap();
+        planner.observe_mix(first, 20_000, &[1_000, 19_000]);
+        planner.report(first, Outcome::Logs { n: 20_000 });
+        planner
+    }
+
+    /// Answers `survey` and the surveys after it with the `hits` inside each, until a range comes out.
+    fn next_range_surveying(
+        planner: &mut Planner,
+        survey: SurveyRequest,
+        hits: &[u64],
+    ) -> BlockRange {
+        let mut survey = Some(survey);
+        for _ in 0..16 {
+            if let Some(s) = survey.take() {
+                let inside: Vec<u64> = hits
+                    .iter()
+                    .copied()
+                    .filter(|b| s.range.contains(*b))
+                    .collect();
+                planner.report_survey(s, Ok(&inside));
+            }
+            if let Some(range) = planner.next_range() {
+                return range;
+            }
+            survey = planner.next_survey();
+        }
+        panic!("no range after 16 surveys");
+    }
+
+    #[test]
+    fn cuts_ranges_where_the_surveyed_logs_reach_the_target() {
+        let mut planner = surveying(range(0, 1_000_000));
+        let survey = planner.next_survey().expect("a probe was chosen");
+        assert_eq!(survey.probe, 0, "the candidate nearest a 5% share");
+        assert_eq!(survey.range.start(), 100);
+        assert_eq!(
+            planner.next_range(),
+            None,
+            "the next range waits for the survey of its blocks"
+        );
+        // 10 probe hits per block from 100 on: 200 logs per block at a 5% share.
+        let hits: Vec<u64> = (survey.range.start()..=survey.range.end().min(2_000))
+            .flat_map(|b| std::iter::repeat_n(b, 10))
+            .collect();
+        planner.report_survey(survey, Ok(&hits));
+        let next = planner.next_range().unwrap();
+        // 5,000 logs at most, less 1.5 standard deviations of error: about 23 blocks of 200.
+        assert_eq!(next.start(), 100);
+        assert!((20..=25).contains(&next.len()), "{next}");
+    }
+
+    #[test]
+    fn a_block_the_survey_finds_heavy_goes_alone() {
+        let mut planner = surveying(range(0, 1_000_000));
+        let survey = planner.next_survey().unwrap();
+        let mut hits = vec![150; 600];
+        hits.extend([120, 180]);
+        hits.sort();
+        planner.report_survey(survey, Ok(&hits));
+        assert_eq!(planner.next_range(), Some(range(100, 149)));
+        assert_eq!(planner.next_range(), Some(range(150, 150)));
+        assert!(planner.expects_overflow(range(150, 150)));
+        assert!(!planner.expects_overflow(range(100, 149)));
+        // Sparse after the heavy block: the next range waits for the survey to go further.
+        assert_eq!(planner.next_range(), None);
+        let more = planner.next_survey().unwrap();
+        assert_eq!(more.range.start(), survey.range.end() + 1);
+        let after = next_range_surveying(&mut planner, more, &[]);
+        assert_eq!(after.start(), 151);
+        assert!(after.end() > survey.range.end(), "{after}");
+    }
+
+    #[test]
+    fn a_range_the_survey_misjudged_splits_at_its_surveyed_midpoint() {
+        let mut planner = surveying(range(0, 1_000_000));
+        let survey = planner.next_survey().unwrap();
+        let hits: Vec<u64> = (300..=399).collect();
+        let next = next_range_surveying(&mut planner, survey, &hits);
+        assert!(next.contains(300) && next.contains(399), "{next}");
+        assert_eq!(
+            planner.report(next, Outcome::TooManyResults { suggested: None }),
+            Verdict::Split
+        );
+        assert_eq!(planner.next_range().map(|r| r.end()), Some(349));
+    }
+
+    #[test]
+    fn no_survey_without_a_probe_of_a_useful_share() {
+        let mut planner = Planner::new(CONFIG, range(0, 1_000_000), []);
+        let first = planner.next_range().unwrap();
+        planner.observe_mix(first, 20_000, &[20_000, 12_000]);
+        planner.report(first, Outcome::Logs { n: 20_000 });
+        assert_eq!(planner.next_survey(), None);
+        assert!(planner.next_range().is_some());
+    }
+
+    #[test]
+    fn surveys_stay_above_the_last_block_where_a_contract_joins() {
+        let mut planner = Planner::new(CONFIG, range(0, 1_000_000), [5_000]);
+        assert_eq!(planner.sampling_start(), 5_000);
+        let first = planner.next_range().unwrap();
+        planner.observe_mix(first, 20_000, &[1_000, 19_000]);
+        planner.report(first, Outcome::Logs { n: 20_000 });
+        assert_eq!(
+            planner.next_survey(),
+            None,
+            "answers below the boundary say nothing of the mix above it"
+        );
     }
 
     #[derive(Debug, Clone)]
@@ -374,6 +772,24 @@ mod tests {
         TooMany(Option<(u64, u64)>),
         Timeout,
         TooWide(Option<u64>),
+    }
+
+    #[derive(Debug, Clone)]
+    enum SurveyAnswer {
+        Hits(Vec<u64>),
+        Refused(Answer),
+    }
+
+    fn survey_answer() -> impl Strategy<Value = SurveyAnswer> {
+        prop_oneof![
+            4 => proptest::collection::vec(0u64..5_000, 0..300).prop_map(SurveyAnswer::Hits),
+            1 => answer().prop_map(SurveyAnswer::Refused),
+        ]
+    }
+
+    enum Item {
+        Range(BlockRange),
+        Survey(SurveyRequest),
     }
 
     fn answer() -> impl Strategy<Value = Answer> {
@@ -388,44 +804,84 @@ mod tests {
     proptest! {
         #![proptest_config(ProptestConfig { cases: 256, rng_seed: proptest::test_runner::RngSeed::Fixed(7), ..ProptestConfig::default() })]
 
-        /// For any sequence of node answers (and any interleaving of outstanding ranges), the ranges the
-        /// planner declares done tile `[start, end]` exactly, each within bounds, and it terminates.
+        /// For any sequence of node answers, survey answers (and any interleaving of outstanding requests),
+        /// the ranges the planner declares done tile `[start, end]` exactly, each within bounds, it never
+        /// stalls with nothing outstanding, and it terminates.
         #[test]
         fn done_ranges_tile_the_plan_with_no_gap_or_overlap(
             start in 0u64..1_000,
             len in 1u64..5_000,
             initial in 1u64..500,
             answers in proptest::collection::vec(answer(), 1..64),
+            surveys in proptest::collection::vec(survey_answer(), 0..16),
             boundaries in proptest::collection::vec(0u64..6_000, 0..4),
             in_flight in 1usize..6,
+            target in 50u64..10_000,
         ) {
-            let config = PlannerConfig { initial_span: initial, max_span: 2_000.max(initial), target_logs: 5000 };
+            let config = PlannerConfig { initial_span: initial, max_span: 2_000.max(initial), target_logs: target };
             let plan = range(start, start + len - 1);
             let mut planner = Planner::new(config, plan, boundaries);
             let mut done = Vec::new();
-            let mut outstanding: Vec<BlockRange> = Vec::new();
-            let mut step = 0usize;
+            let mut outstanding: Vec<Item> = Vec::new();
+            let (mut step, mut survey_step) = (0usize, 0usize);
             loop {
+                if outstanding.len() < in_flight {
+                    if let Some(survey) = planner.next_survey() {
+                        prop_assert!(survey.range.start() >= plan.start() && survey.range.end() <= plan.end());
+                        outstanding.push(Item::Survey(survey));
+                    }
+                }
                 while outstanding.len() < in_flight {
                     match planner.next_range() {
                         Some(r) => {
                             prop_assert!(r.start() >= plan.start() && r.end() <= plan.end());
                             prop_assert!(r.len() <= config.max_span);
-                            outstanding.push(r);
+                            outstanding.push(Item::Range(r));
                         }
                         None => break,
                     }
                 }
-                if outstanding.is_empty() { break; }
-                // Answer the outstanding ranges in a scrambled order.
-                let r = outstanding.remove(step % outstanding.len());
-                // After the scripted answers, the node answers with logs so that the run ends.
-                let outcome = match answers.get(step).cloned().unwrap_or(Answer::Logs(1)) {
+                if outstanding.is_empty() {
+                    prop_assert!(planner.is_finished(), "stalled with nothing outstanding");
+                    break;
+                }
+                // Answer the outstanding requests in a scrambled order.
+                let item = outstanding.remove((step + survey_step) % outstanding.len());
+                let to_outcome = |a: Answer, r: BlockRange| match a {
                     Answer::Logs(n) => Outcome::Logs { n },
                     Answer::TooMany(s) => Outcome::TooManyResults { suggested: s.map(|(a, b)| (r.start() + a % r.len(), r.start() + b % (r.len() + 5))) },
                     Answer::Timeout => Outcome::Timeout,
                     Answer::TooWide(m) => Outcome::RangeTooWide { max_blocks: m },
                 };
+                let r = match item {
+                    Item::Survey(survey) => {
+                        let r = survey.range;
+                        // After the scripted answers, surveys find nothing, which lets the run end.
+                        match surveys.get(survey_step).cloned().unwrap_or(SurveyAnswer::Hits(Vec::new())) {
+                            SurveyAnswer::Hits(offsets) => {
+                                let mut hits: Vec<u64> = offsets.iter().map(|o| r.start() + o % r.len()).collect();
+                                hits.sort();
+                                planner.report_survey(survey, Ok(&hits));
+                            }
+                            SurveyAnswer::Refused(a) => {
+                                let outcome = match to_outcome(a, r) {
+                                    Outcome::Logs { .. } => Outcome::Timeout,
+                                    other => other,
+                                };
+                                planner.report_survey(survey, Err(outcome));
+                            }
+                        }
+                        survey_step += 1;
+                        prop_assert!(survey_step < 100_000, "surveys make no progress");
+                        continue;
+                    }
+                    Item::Range(r) => r,
+                };
+                // After the scripted answers, the node answers with logs so that the run ends.
+                let outcome = to_outcome(answers.get(step).cloned().unwrap_or(Answer::Logs(1)), r);
+                if let Outcome::Logs { n } = outcome {
+                    planner.observe_mix(r, n, &[n / 20, n]);
+                }
                 step += 1;
                 prop_assert!(step < 100_000, "no progress");
                 match planner.report(r, outcome) {

@@ -30,6 +30,12 @@ async fn sync_to_a_block_matches_the_ground_truth_log_by_log(backend: Backend) {
     assert_eq!(report.target, 59_000);
     let n = assert_db_matches_truth(&work, &truth, &all_contracts(), 59_000).await;
     assert!(n > 10_000, "compared {n} logs");
+    // Density surveys ran ahead: the node served their probe logs on top of the stored ones, a few percent.
+    let served = node.stats().logs_served;
+    assert!(
+        served > n as u64 && served <= n as u64 + n as u64 / 10,
+        "served {served} logs for {n} stored"
+    );
     for contract in all_contracts() {
         assert_eq!(
             support::checkpoint(&work, contract.name).await,
@@ -48,23 +54,31 @@ async fn sync_resumes_from_the_checkpoint_without_refetching(backend: Backend) {
     support::sync(&config, Target::Number(8_000))
         .await
         .expect("first sync");
-    let served_before = node.stats().logs_served;
+    // The second run talks to a fresh node of the same (seeded) chain, so its counters are the second run's.
+    let node = support::start(node_config(20_000)).await;
+    let config = work.write_config(&node.http_url(), &all_contracts(), "", "");
     support::sync(&config, Target::Latest)
         .await
         .expect("second sync");
-    let served = node.stats().logs_served - served_before;
+    let stats = node.stats();
     let head = truth.head();
+    assert_eq!(
+        stats.lowest_log_block,
+        Some(8_001),
+        "the second run asked for nothing at or below the checkpoint"
+    );
     // The misc contract's anonymous event forbids a topic0 filter, so every log of the four addresses above
-    // block 8,000 is served, once, and nothing at or below it.
+    // block 8,000 is served; a density survey may serve a few percent more under a narrower filter.
     let addresses: Vec<_> = all_contracts().iter().map(|c| c.address).collect();
     let above = truth
         .logs(8_001, head)
         .iter()
         .filter(|l| addresses.contains(&l.address))
         .count() as u64;
-    assert_eq!(
-        served, above,
-        "the second run fetched only blocks above the checkpoint"
+    assert!(
+        (above..=above + above / 10).contains(&stats.logs_served),
+        "served {} logs for the {above} above the checkpoint",
+        stats.logs_served
     );
     assert_db_matches_truth(&work, &truth, &all_contracts(), head).await;
     // A third run has nothing to do and changes nothing.
@@ -96,6 +110,7 @@ async fn a_contract_added_later_is_backfilled_without_refetching_the_others(back
     let served = node.stats().logs_served - served_before;
     let added_logs =
         support::expected_logs(&truth, std::slice::from_ref(&added), 15_000).len() as u64;
+    // One contract over 15,000 blocks is too small a job to survey: exactly its logs, once.
     assert_eq!(
         served, added_logs,
         "only the added contract's logs were fetched"
@@ -163,7 +178,13 @@ async fn sync_through_every_transient_fault_matches_the_ground_truth(backend: Ba
     config.faults.rate_limit_error = 0.05;
     let node = support::start(config).await;
     let work = Workdir::with(backend).await;
-    let path = work.write_config(&node.http_url(), &all_contracts(), "", "");
+    // Small ranges, so that 5% of faults each are met within a short chain.
+    let path = work.write_config(
+        &node.http_url(),
+        &all_contracts(),
+        "",
+        "target_logs_per_request = 1000",
+    );
     let report = support::sync(&path, Target::Number(14_000))
         .await
         .expect("sync succeeds through faults");

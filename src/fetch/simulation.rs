@@ -1,0 +1,257 @@
+//! The planner and the fetcher's probes against the default simulated chain, with no sockets: how many
+//! `eth_getLogs` requests a backfill takes, next to the fewest the 10,000-result cap allows.
+//!
+//! Requests are counts, not timings, so they can be asserted: the chain is seeded and the simulated
+//! completion order is fixed (first in, first out, `MAX_CONCURRENCY` outstanding, as a pool of equally fast
+//! workers answers).
+
+use std::collections::VecDeque;
+
+use alloy_primitives::{Address, B256};
+
+use super::{probes, Probe, Selection};
+use crate::devnode::{contracts, DevNodeConfig, GroundTruth};
+use crate::planner::{Outcome, Planner, PlannerConfig, SurveyRequest, Verdict};
+use crate::primitives::{BlockNumber, BlockRange};
+
+const CAP: u64 = 10_000;
+const MAX_CONCURRENCY: usize = 8;
+
+/// Per block, the logs of each (address, topic0) pair the chain emits.
+struct Chain {
+    pairs: Vec<(Address, Option<B256>)>,
+    counts: Vec<Vec<u16>>,
+}
+
+impl Chain {
+    fn new(truth: &GroundTruth) -> Self {
+        let mut pairs: Vec<(Address, Option<B256>)> = Vec::new();
+        let mut counts = Vec::new();
+        for block in 0..=truth.head() {
+            let mut row = vec![0u16; pairs.len()];
+            for pair in truth.log_emitters(block) {
+                let idx = match pairs.iter().position(|p| *p == pair) {
+                    Some(idx) => idx,
+                    None => {
+                        pairs.push(pair);
+                        row.push(0);
+                        pairs.len() - 1
+                    }
+                };
+                row[idx] += 1;
+            }
+            counts.push(row);
+        }
+        Self { pairs, counts }
+    }
+
+    /// Logs of `range` matching `address` in `addresses` and topic0 in `topic0` (any when `None`), per block.
+    fn matching(
+        &self,
+        range: BlockRange,
+        addresses: &[Address],
+        topic0: Option<&[B256]>,
+    ) -> impl Iterator<Item = (BlockNumber, u64)> + '_ {
+        let wanted: Vec<bool> = self
+            .pairs
+            .iter()
+            .map(|(a, t)| {
+                addresses.contains(a) && topic0.is_none_or(|ts| t.is_some_and(|t| ts.contains(&t)))
+            })
+            .collect();
+        (range.start()..=range.end()).map(move |block| {
+            let row = &self.counts[block as usize];
+            let n = row
+                .iter()
+                .zip(&wanted)
+                .filter(|(_, w)| **w)
+                .map(|(n, _)| u64::from(*n))
+                .sum();
+            (block, n)
+        })
+    }
+
+    fn count(&self, range: BlockRange, selection: &Selection) -> u64 {
+        self.matching(range, &selection.addresses, selection.topic0.as_deref())
+            .map(|(_, n)| n)
+            .sum()
+    }
+
+    /// Requests `fetch_block_by_filters` makes for one block.
+    fn by_filters(&self, block: BlockNumber, selection: Selection) -> u64 {
+        let (a, b) = selection
+            .halves()
+            .expect("the simulated selection has several addresses");
+        let mut todo = vec![a, b];
+        let mut requests = 0;
+        while let Some(selection) = todo.pop() {
+            requests += 1;
+            if self.count(BlockRange::single(block), &selection) <= CAP {
+                continue;
+            }
+            let (a, b) = selection
+                .halves()
+                .expect("the simulated chain narrows by address");
+            todo.push(a);
+            todo.push(b);
+        }
+        requests
+    }
+}
+
+enum Item {
+    Range(BlockRange),
+    Survey(SurveyRequest),
+}
+
+struct Tally {
+    requests: u64,
+    surveys: u64,
+    refused: u64,
+}
+
+fn simulate(chain: &Chain, config: PlannerConfig, head: BlockNumber) -> Tally {
+    let selection = Selection {
+        addresses: {
+            let mut all = contracts::ALL_CONTRACTS.to_vec();
+            all.sort();
+            all
+        },
+        topic0: {
+            let mut all: Vec<B256> = chain.pairs.iter().filter_map(|(_, t)| *t).collect();
+            all.sort();
+            all.dedup();
+            // An anonymous event forbids a topic0 filter (as `pipeline::selection` decides).
+            chain.pairs.iter().all(|(_, t)| t.is_some()).then_some(all)
+        },
+        pairs: {
+            let mut pairs: Vec<(Address, B256)> = chain
+                .pairs
+                .iter()
+                .filter_map(|(a, t)| t.map(|t| (*a, t)))
+                .collect();
+            pairs.sort();
+            pairs
+        },
+    };
+    let probes: Vec<Probe> = probes(&selection);
+    let mut planner = Planner::new(config, BlockRange::new(0, head).unwrap(), []);
+    let mut outstanding: VecDeque<Item> = VecDeque::new();
+    let mut tally = Tally {
+        requests: 0,
+        surveys: 0,
+        refused: 0,
+    };
+    loop {
+        if outstanding.len() < MAX_CONCURRENCY {
+            if let Some(survey) = planner.next_survey() {
+                outstanding.push_back(Item::Survey(survey));
+            }
+        }
+        while outstanding.len() < MAX_CONCURRENCY {
+            match planner.next_range() {
+                Some(range) => outstanding.push_back(Item::Range(range)),
+                None => break,
+            }
+        }
+        let Some(item) = outstanding.pop_front() else {
+            assert!(planner.is_finished(), "the planner stalled");
+            return tally;
+        };
+        tally.requests += 1;
+        match item {
+            Item::Survey(survey) => {
+                tally.surveys += 1;
+                let probe = &probes[survey.probe];
+                let topic0 = probe.topic0.map(|t| vec![t]).or(selection.topic0.clone());
+                let hits: Vec<BlockNumber> = chain
+                    .matching(survey.range, &[probe.address], topic0.as_deref())
+                    .flat_map(|(block, n)| std::iter::repeat_n(block, n as usize))
+                    .collect();
+                if hits.len() as u64 > CAP {
+                    tally.refused += 1;
+                    planner.report_survey(survey, Err(Outcome::TooManyResults { suggested: None }));
+                } else {
+                    planner.report_survey(survey, Ok(&hits));
+                }
+            }
+            Item::Range(range) if planner.expects_overflow(range) => {
+                tally.requests += chain.by_filters(range.start(), selection.clone()) - 1;
+                let n = chain.count(range, &selection);
+                assert_eq!(planner.report(range, Outcome::Logs { n }), Verdict::Done);
+            }
+            Item::Range(range) => {
+                let n = chain.count(range, &selection);
+                if n > CAP {
+                    tally.refused += 1;
+                    let verdict =
+                        planner.report(range, Outcome::TooManyResults { suggested: None });
+                    if verdict == Verdict::SingleBlockOverflow {
+                        tally.requests += chain.by_filters(range.start(), selection.clone());
+                        planner.report(range, Outcome::Logs { n });
+                    }
+                    continue;
+                }
+                let counts: Vec<u64> = probes
+                    .iter()
+                    .map(|p| {
+                        let topic0 = p.topic0.map(|t| vec![t]).or(selection.topic0.clone());
+                        chain
+                            .matching(range, &[p.address], topic0.as_deref())
+                            .map(|(_, n)| n)
+                            .sum()
+                    })
+                    .collect();
+                planner.observe_mix(range, n, &counts);
+                assert_eq!(planner.report(range, Outcome::Logs { n }), Verdict::Done);
+            }
+        }
+    }
+}
+
+/// Simulates a backfill of the chain of `seed` with the default `[sync]` limits; returns the requests made
+/// and the fewest possible.
+fn requests_against_bound(seed: u64) -> (u64, u64) {
+    let truth = GroundTruth::detached(&DevNodeConfig {
+        seed,
+        ..DevNodeConfig::default()
+    });
+    let chain = Chain::new(&truth);
+    let bound = crate::bench::fewest_requests(&truth, crate::config::DEFAULT_MAX_BLOCK_RANGE);
+    let config = PlannerConfig {
+        initial_span: crate::config::DEFAULT_INITIAL_BLOCK_RANGE,
+        max_span: crate::config::DEFAULT_MAX_BLOCK_RANGE,
+        target_logs: crate::config::DEFAULT_TARGET_LOGS_PER_REQUEST,
+    };
+    let tally = simulate(&chain, config, truth.head());
+    eprintln!(
+        "seed {seed}: {} requests ({} surveys, {} refused), bound {bound}, {:.2}x",
+        tally.requests,
+        tally.surveys,
+        tally.refused,
+        tally.requests as f64 / bound as f64
+    );
+    (tally.requests, bound)
+}
+
+#[test]
+fn a_backfill_of_the_default_chain_takes_at_most_1_3x_the_fewest_requests() {
+    let (requests, bound) = requests_against_bound(DevNodeConfig::default().seed);
+    assert!(
+        requests as f64 <= 1.3 * bound as f64,
+        "{requests} requests for a bound of {bound}"
+    );
+}
+
+#[test]
+fn backfills_of_other_chains_take_1_3x_the_fewest_requests_on_average() {
+    let ratios: Vec<f64> = [1, 2, 3, 4]
+        .into_iter()
+        .map(|seed| {
+            let (requests, bound) = requests_against_bound(seed);
+            requests as f64 / bound as f64
+        })
+        .collect();
+    let mean = ratios.iter().sum::<f64>() / ratios.len() as f64;
+    assert!(mean <= 1.3, "mean {mean:.3} of {ratios:?}");
+}
