@@ -131,7 +131,7 @@ fn fills_in_every_default() {
             sync.max_queued_batches,
             sync.max_reorg_depth
         ),
-        (9500, 5000, 4, 128)
+        (9500, 5000, 2, 128)
     );
     assert_eq!(
         (sync.poll_interval, sync.shutdown_grace, sync.strict),

@@ -220,7 +220,11 @@ pub async fn run(
                 });
             }
         }
-        while in_flight.len() < allowed && (ready.len() < window || planner.has_pieces()) {
+        // Requests in flight count against the window too: when the writer is the bottleneck, what waits
+        // for it stays at `window` ranges, not `window` plus `max_concurrency`.
+        while in_flight.len() < allowed
+            && (in_flight.len() + ready.len() < window || planner.has_pieces())
+        {
             let Some(range) = planner.next_range() else {
                 break;
             };
