@@ -1,6 +1,8 @@
 //! JSON-RPC over HTTP POST (reqwest with rustls/ring). The body is read incrementally up to
 //! `max_response_bytes`; reqwest errors are stripped of their URL, which carries the API key.
 
+use tokio::sync::{Semaphore, SemaphorePermit};
+
 use crate::config::SecretUrl;
 
 use super::{ClientOptions, Error};
@@ -30,7 +32,13 @@ impl HttpTransport {
         })
     }
 
-    pub(super) async fn post(&self, body: String) -> Result<Vec<u8>, Error> {
+    /// Posts `body`; once the answer's headers are in, waits for a permit of `answers` and reads the body,
+    /// which is returned with the permit (the caller parses it before letting go).
+    pub(super) async fn post<'a>(
+        &self,
+        body: String,
+        answers: &'a Semaphore,
+    ) -> Result<(Vec<u8>, SemaphorePermit<'a>), Error> {
         let mut response = self
             .client
             .post(self.url.expose().clone())
@@ -52,6 +60,10 @@ impl HttpTransport {
                 retry_after,
             });
         }
+        let permit = answers
+            .acquire()
+            .await
+            .expect("the semaphore is never closed");
         // Sized once from Content-Length (bounded by the limit) instead of doubling towards it: a 6 MB
         // answer would otherwise pass through 1, 2, 4 and 8 MB buffers, copying each time.
         let expected = response.content_length().unwrap_or(0);
@@ -64,7 +76,7 @@ impl HttpTransport {
             }
             body.extend_from_slice(&chunk);
         }
-        Ok(body)
+        Ok((body, permit))
     }
 }
 

@@ -33,11 +33,19 @@ pub struct ClientOptions {
     pub max_idle_connections: usize,
 }
 
+/// Answers read and parsed at once. The rest wait with their headers received (HTTP) or their message
+/// queued (WebSocket): a body and its parsed logs take about 10 MB for a 10,000-log answer, and letting all
+/// `max_concurrency` of them coincide made peak memory depend on how long a backfill ran, not on the window
+/// (docs/BENCHMARKS.md). Reading and parsing take milliseconds; the node's time is spent before the headers.
+const MAX_ANSWERS_IN_MEMORY: usize = 2;
+
 /// A JSON-RPC client.
 pub struct Client {
     transport: Transport,
     options: ClientOptions,
     next_id: AtomicU64,
+    /// Permits to read and parse an answer ([`MAX_ANSWERS_IN_MEMORY`]).
+    answers: tokio::sync::Semaphore,
 }
 
 enum Transport {
@@ -71,6 +79,7 @@ impl Client {
             transport,
             options,
             next_id: AtomicU64::new(1),
+            answers: tokio::sync::Semaphore::new(MAX_ANSWERS_IN_MEMORY),
         }
     }
 
@@ -90,15 +99,20 @@ impl Client {
         let body =
             serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
                 .to_string();
-        let answer = tokio::time::timeout(self.options.request_timeout, async {
-            match &self.transport {
-                Transport::Http(http) => http.post(body).await,
-                Transport::Ws(ws) => ws.request(id, body).await,
-            }
+        tokio::time::timeout(self.options.request_timeout, async {
+            let answer = match &self.transport {
+                Transport::Http(http) => http.post(body, &self.answers).await?,
+                Transport::Ws(ws) => {
+                    let message = ws.request(id, body).await?;
+                    let permit = self.answers.acquire().await;
+                    (message, permit.expect("the semaphore is never closed"))
+                }
+            };
+            let (bytes, _permit) = answer;
+            parse_response(method, &bytes)
         })
         .await
-        .map_err(|_| Error::Timeout(self.options.request_timeout))??;
-        parse_response(method, &answer)
+        .map_err(|_| Error::Timeout(self.options.request_timeout))?
     }
 
     /// `eth_chainId`.

@@ -166,6 +166,74 @@ async fn every_provider_wording_of_too_many_results_ends_in_the_ground_truth() {
     }
 }
 
+/// Every fault of the simulated node alone, then all of them together, over HTTP: each sync ends with the
+/// database equal to the ground truth.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_fault_alone_and_all_at_once_over_http_ends_exact() {
+    each_fault_alone_and_all_at_once("http").await;
+}
+
+/// The same over WebSocket (a 429 becomes a rate-limit error, a 5xx a -32603, a drop a closed socket).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_fault_alone_and_all_at_once_over_websocket_ends_exact() {
+    each_fault_alone_and_all_at_once("ws").await;
+}
+
+async fn each_fault_alone_and_all_at_once(transport: &str) {
+    type Fault = fn(&mut logslice::devnode::DevNodeConfig);
+    let faults: [(&str, Fault); 10] = [
+        ("429 with Retry-After", |c| c.faults.http_429 = 0.2),
+        ("5xx", |c| c.faults.http_5xx = 0.2),
+        ("dropped connections", |c| c.faults.drop = 0.2),
+        ("-32603", |c| c.faults.internal_error = 0.2),
+        ("Infura's rate-limit wording", |c| {
+            c.faults.rate_limit_error = 0.2
+        }),
+        ("latency", |c| {
+            c.faults.latency = Duration::from_millis(3);
+            c.faults.jitter = Duration::from_millis(5);
+        }),
+        ("query timeouts", |c| {
+            // 1,000 logs' worth of modelled time: most ranges time out and must be split.
+            c.limits.query_budget = Duration::from_millis(100)
+        }),
+        ("a lagging backend", |c| c.faults.lag = 0.3),
+        ("a request-rate limit", |c| c.faults.max_rps = Some(300)),
+        ("all at once", |c| {
+            c.faults.http_429 = 0.04;
+            c.faults.http_5xx = 0.04;
+            c.faults.drop = 0.04;
+            c.faults.internal_error = 0.04;
+            c.faults.rate_limit_error = 0.04;
+            c.faults.jitter = Duration::from_millis(2);
+            c.faults.lag = 0.1;
+            c.limits.query_budget = Duration::from_millis(400);
+        }),
+    ];
+    for (name, fault) in faults {
+        let mut config = node_config(12_000);
+        config.faults.retry_after_secs = 0;
+        fault(&mut config);
+        let node = support::start(config).await;
+        let work = Workdir::new();
+        let url = if transport == "ws" {
+            node.ws_url()
+        } else {
+            node.http_url()
+        };
+        let path = work.write_config(
+            &url,
+            &all_contracts(),
+            &format!("transport = \"{transport}\""),
+            "target_logs_per_request = 2000",
+        );
+        support::sync(&path, Target::Number(11_000))
+            .await
+            .unwrap_or_else(|e| panic!("{name} over {transport}: {e}"));
+        assert_db_matches_truth(&work, &node.truth(), &all_contracts(), 11_000).await;
+    }
+}
+
 /// 429s with Retry-After, 5xx, dropped connections, -32603 and Infura's rate-limit wording under -32005,
 /// all at once: retried with backoff, never split into a gap, and the database is exact.
 async fn sync_through_every_transient_fault_matches_the_ground_truth(backend: Backend) {
