@@ -15,18 +15,48 @@ use crate::fetch::Fetched;
 use crate::pipeline::{self, SyncReport, Target};
 use crate::primitives::{BlockRange, Log};
 
+/// A simulated chain to benchmark on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Preset {
+    /// 200,001 blocks, about 1,040,000 logs: dense bursts, medium and sparse stretches, 4 blocks over the cap.
+    Default,
+    /// The default chain ten times longer (2,000,001 blocks, about 9,300,000 logs): memory must not grow.
+    Long,
+    /// 2,000,001 blocks at a twentieth of the density: about 750,000 logs in dense bursts and 40 blocks over
+    /// the cap, separated by long empty stretches, where fixed ranges waste requests.
+    Sparse,
+}
+
+impl Preset {
+    /// `(blocks, density)`.
+    fn shape(self) -> (u64, f64) {
+        match self {
+            Preset::Default => (200_000, 1.0),
+            Preset::Long => (2_000_000, 1.0),
+            Preset::Sparse => (2_000_000, 0.05),
+        }
+    }
+}
+
 /// `logslice bench` arguments.
 #[derive(Debug, Clone, clap::Args)]
 pub struct BenchArgs {
-    /// Blocks of the simulated chain.
-    #[arg(long, default_value_t = 200_000)]
-    pub blocks: u64,
+    /// The simulated chain.
+    #[arg(long, value_enum, default_value_t = Preset::Default)]
+    pub preset: Preset,
+    /// Blocks of the simulated chain (overrides the preset's).
+    #[arg(long)]
+    pub blocks: Option<u64>,
     /// Seed of the simulated chain.
     #[arg(long, default_value_t = 7)]
     pub seed: u64,
-    /// Log density multiplier of the simulated chain.
-    #[arg(long, default_value_t = 1.0)]
-    pub density: f64,
+    /// Log density multiplier of the simulated chain (overrides the preset's).
+    #[arg(long)]
+    pub density: Option<f64>,
+    /// Added to every request of the in-process node, as the round trip to a hosted provider would be
+    /// (e.g. 100ms); every phase that talks to the node pays it.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "0s")]
+    pub latency: std::time::Duration,
     /// Benchmark a running node at this URL instead (end-to-end and fetch-only only).
     #[arg(long)]
     pub url: Option<String>,
@@ -83,6 +113,17 @@ impl Phase {
     }
 }
 
+impl BenchArgs {
+    /// `(blocks, density)`: the preset's, or what was given.
+    fn shape(&self) -> (u64, f64) {
+        let (blocks, density) = self.preset.shape();
+        (
+            self.blocks.unwrap_or(blocks),
+            self.density.unwrap_or(density),
+        )
+    }
+}
+
 /// Runs the benchmark and returns the printed report.
 ///
 /// # Errors
@@ -94,8 +135,10 @@ pub async fn run(args: &BenchArgs) -> Result<String, Error> {
         seed: args.seed,
         ..DevNodeConfig::default()
     };
-    node_config.chain.blocks = args.blocks;
-    node_config.chain.density = args.density;
+    let (blocks, density) = args.shape();
+    node_config.chain.blocks = blocks;
+    node_config.chain.density = density;
+    node_config.faults.latency = args.latency;
     let (node, url) = match &args.url {
         Some(url) => (None, url.clone()),
         None => {
@@ -107,7 +150,8 @@ pub async fn run(args: &BenchArgs) -> Result<String, Error> {
         }
     };
     let truth = node.as_ref().map(DevNode::truth);
-    let head_blocks = truth.as_ref().map_or(args.blocks, |t| t.head() + 1);
+    // Against --url the chain is the node's: its length is known once the first phase synced it.
+    let mut head_blocks = truth.as_ref().map_or(blocks, |t| t.head() + 1);
     let mut phases = Vec::new();
     let mut phase_no = 0;
     let mut config_for = |name: &str, url: &str| {
@@ -116,14 +160,19 @@ pub async fn run(args: &BenchArgs) -> Result<String, Error> {
     };
 
     let e2e_config = config_for("e2e", &url)?;
-    phases.push(
-        measure(
-            "end-to-end",
-            head_blocks,
-            pipeline::sync(&e2e_config, Target::Latest, CancellationToken::new()),
-        )
-        .await?,
-    );
+    let e2e = measure(
+        "end-to-end",
+        head_blocks,
+        pipeline::sync(&e2e_config, Target::Latest, CancellationToken::new()),
+    )
+    .await?;
+    if truth.is_none() {
+        head_blocks = e2e.report.target + 1;
+    }
+    phases.push(Phase {
+        blocks: head_blocks,
+        ..e2e
+    });
     let fetch_config = config_for("fetch", &url)?;
     phases.push(
         measure(
@@ -320,11 +369,17 @@ fn peak_rss() -> u64 {
 fn render(args: &BenchArgs, phases: &[Phase], lower_bound: Option<u64>, blocks: u64) -> String {
     let mut out = String::new();
     let logs = phases.first().map_or(0, |p| p.report.logs);
+    let latency = if args.url.is_some() {
+        "the node's own".to_owned()
+    } else {
+        humantime::format_duration(args.latency).to_string()
+    };
     let _ = writeln!(
         out,
-        "logslice bench: {blocks} blocks, {logs} logs (seed {}, density {}), max_concurrency {}, database {}",
+        "logslice bench: {blocks} blocks, {logs} logs (preset {:?}, seed {}, density {}), latency {latency}, max_concurrency {}, database {}",
+        args.preset,
         args.seed,
-        args.density,
+        args.shape().1,
         args.max_concurrency,
         args.database.as_deref().map_or("sqlite (temp)".into(), redact_db),
     );
