@@ -232,17 +232,7 @@ pub async fn run(
             let (client, gate, selection) = (client.clone(), gate.clone(), select(range));
             if planner.expects_overflow(range) {
                 // The survey says this block alone is over the cap: skip the request bound to be refused.
-                in_flight.spawn(async move {
-                    let logs = fetch_block_by_filters(
-                        &client,
-                        &gate,
-                        range.start(),
-                        selection,
-                        FirstRequest::Halves,
-                    )
-                    .await;
-                    Task::Overflow(range, logs)
-                });
+                spawn_by_filters(&mut in_flight, client, gate, range, selection);
                 continue;
             }
             in_flight.spawn(async move {
@@ -310,17 +300,7 @@ pub async fn run(
                 tracing::debug!(%range, cause = %err, "splitting");
                 if planner.report(range, outcome) == Verdict::SingleBlockOverflow {
                     let (client, gate, selection) = (client.clone(), gate.clone(), select(range));
-                    in_flight.spawn(async move {
-                        let logs = fetch_block_by_filters(
-                            &client,
-                            &gate,
-                            range.start(),
-                            selection,
-                            FirstRequest::Halves,
-                        )
-                        .await;
-                        Task::Overflow(range, logs)
-                    });
+                    spawn_by_filters(&mut in_flight, client, gate, range, selection);
                 }
             }
             Err(err) => return Err(err),
@@ -336,6 +316,28 @@ pub async fn run(
     debug_assert!(ready.is_empty(), "every fetched range was sent");
     debug_assert!(planner.is_finished(), "every range was handed out and done");
     Ok(())
+}
+
+/// Fetches the single block `range` by halves of `selection` in the background: the whole selection was
+/// refused, or the survey shows it would be.
+fn spawn_by_filters(
+    in_flight: &mut JoinSet<Task>,
+    client: Arc<Client>,
+    gate: Arc<Gate>,
+    range: BlockRange,
+    selection: Selection,
+) {
+    in_flight.spawn(async move {
+        let logs = fetch_block_by_filters(
+            &client,
+            &gate,
+            range.start(),
+            selection,
+            FirstRequest::Halves,
+        )
+        .await;
+        Task::Overflow(range, logs)
+    });
 }
 
 /// Where [`fetch_block_by_filters`] begins.
