@@ -129,6 +129,10 @@ impl SyncReport {
     }
 }
 
+/// Headers asked for in one JSON-RPC batch: geth takes up to 1,000 calls in one; a batch of the 64 blocks
+/// above `finalized` replaced 64 requests with one.
+const HEADERS_PER_BATCH: u64 = 100;
+
 /// A connected node: the client, its gate, and the in-process devnode behind `sim://`, kept alive.
 pub struct Node {
     /// The client.
@@ -137,6 +141,9 @@ pub struct Node {
     pub gate: Arc<Gate>,
     /// Redacted, for messages.
     pub display: String,
+    /// Whether to read headers in batches: HTTP, until the node refuses one (the spec does not say whether
+    /// it takes batches; mainstream nodes do).
+    batches: std::sync::atomic::AtomicBool,
     _devnode: Option<DevNode>,
 }
 
@@ -191,11 +198,55 @@ impl Node {
             Transport::Ws => Client::ws(&url, options),
         };
         Ok(Self {
+            batches: std::sync::atomic::AtomicBool::new(client.supports_batches()),
             client: Arc::new(client),
             gate,
             display,
             _devnode: devnode,
         })
+    }
+
+    /// The headers of `numbers`, in order (`None` where the node does not know the block): one batch
+    /// request, or, from the first refused batch on, one request each (`max_concurrency` at a time).
+    ///
+    /// # Errors
+    /// [`Error::Node`].
+    async fn headers(&self, numbers: &[BlockNumber]) -> Result<Vec<Option<rpc::Header>>, Error> {
+        use std::sync::atomic::Ordering::Relaxed;
+        if self.batches.load(Relaxed) {
+            match self
+                .gate
+                .run("eth_getBlockByNumber", OnSplit::Retry, || {
+                    self.client.headers(numbers)
+                })
+                .await
+            {
+                Ok(headers) => return Ok(headers),
+                Err(fetch::Error::Interrupted) => return Err(Error::Interrupted),
+                Err(fetch::Error::Rejected { method, source }) => {
+                    return Err(self.error()(fetch::Error::Rejected { method, source }))
+                }
+                Err(err) => {
+                    tracing::info!(cause = %err, "the node does not take batches; reading headers one by one");
+                    self.batches.store(false, Relaxed);
+                }
+            }
+        }
+        let mut headers = Vec::with_capacity(numbers.len());
+        let per_round = self.gate.config().max_concurrency.max(1);
+        for chunk in numbers.chunks(per_round) {
+            let answers = futures::future::join_all(chunk.iter().map(|&n| {
+                self.gate
+                    .run("eth_getBlockByNumber", OnSplit::Retry, move || {
+                        self.client.header(BlockTag::Number(n))
+                    })
+            }))
+            .await;
+            for answer in answers {
+                headers.push(answer.map_err(self.error())?);
+            }
+        }
+        Ok(headers)
     }
 
     fn error(&self) -> impl Fn(fetch::Error) -> Error + '_ {
@@ -725,20 +776,16 @@ impl<'a> Ctx<'a> {
             Some(joins) => end.min(joins - 1),
             None => end,
         };
-        let max_concurrency = self.config.node.max_concurrency.max(1);
         let mut headers = Vec::new();
-        // Read the headers `max_concurrency` at a time, in order; stop at the first the node does not have
-        // (a lagging replica, or a head that went backwards): never advance past it.
+        // Read the headers in order, a batch at a time; stop at the first the node does not have (a lagging
+        // replica, or a head that went backwards): never advance past it.
         let mut next = start;
         'read: while next <= end {
-            let chunk_end = end.min(next + max_concurrency as u64 - 1);
-            let chunk = futures::future::join_all(
-                (next..=chunk_end).map(|n| self.header(BlockTag::Number(n))),
-            )
-            .await;
-            for (n, header) in (next..=chunk_end).zip(chunk) {
-                match header? {
-                    Some(h) if h.number == n => headers.push(h),
+            let chunk_end = end.min(next + HEADERS_PER_BATCH - 1);
+            let numbers: Vec<BlockNumber> = (next..=chunk_end).collect();
+            for (n, header) in numbers.iter().zip(self.node.headers(&numbers).await?) {
+                match header {
+                    Some(h) if h.number == *n => headers.push(h),
                     _ => break 'read,
                 }
             }

@@ -147,6 +147,50 @@ impl Client {
         .await
     }
 
+    /// Whether [`Self::headers`] can be used (batches go over HTTP only: the WebSocket transport matches one
+    /// answer per message by id).
+    pub fn supports_batches(&self) -> bool {
+        matches!(self.transport, Transport::Http(_))
+    }
+
+    /// `eth_getBlockByNumber(n, false)` for every block of `numbers`, in one JSON-RPC batch request, in the
+    /// order asked; `None` where the node does not know the block.
+    ///
+    /// # Errors
+    /// The first error answer of any call, or the node's refusal of the batch as a whole (a node that takes
+    /// no batches answers one error object); [`Error::Malformed`] when the answer is not one response per
+    /// call. Over WebSocket, [`Error::Malformed`] at once (see [`Self::supports_batches`]).
+    ///
+    /// # Cancel safety
+    /// Cancel safe, as [`Self::call`].
+    pub async fn headers(&self, numbers: &[u64]) -> Result<Vec<Option<Header>>, Error> {
+        const METHOD: &str = "eth_getBlockByNumber";
+        let Transport::Http(http) = &self.transport else {
+            return Err(Error::Malformed {
+                method: METHOD,
+                detail: "batches go over HTTP only".into(),
+            });
+        };
+        let first_id = self
+            .next_id
+            .fetch_add(numbers.len() as u64, Ordering::Relaxed);
+        let calls: Vec<serde_json::Value> = numbers
+            .iter()
+            .zip(first_id..)
+            .map(|(&number, id)| {
+                serde_json::json!({"jsonrpc": "2.0", "id": id, "method": METHOD,
+                    "params": [BlockTag::Number(number).to_param(), false]})
+            })
+            .collect();
+        let body = serde_json::Value::Array(calls).to_string();
+        tokio::time::timeout(self.options.request_timeout, async {
+            let (bytes, _permit) = http.post(body, &self.answers).await?;
+            parse_batch(METHOD, &bytes, first_id, numbers.len())
+        })
+        .await
+        .map_err(|_| Error::Timeout(self.options.request_timeout))?
+    }
+
     /// `eth_getLogs`.
     ///
     /// # Errors
@@ -198,6 +242,41 @@ fn parse_response<T: DeserializeOwned>(method: &'static str, body: &[u8]) -> Res
         method,
         detail: "neither result nor error".into(),
     })
+}
+
+/// The answers of a batch of `n` calls with ids `first_id..`, in call order (a node may answer in any order).
+fn parse_batch<T: DeserializeOwned>(
+    method: &'static str,
+    body: &[u8],
+    first_id: u64,
+    n: usize,
+) -> Result<Vec<T>, Error> {
+    let malformed = |detail: String| Error::Malformed { method, detail };
+    let answer: serde_json::Value =
+        serde_json::from_slice(body).map_err(|e| malformed(e.to_string()))?;
+    let items = match answer {
+        serde_json::Value::Array(items) => items,
+        // One object for a whole batch: the node refused it (or answered as if it were one call).
+        _ => {
+            return parse_response::<serde_json::Value>(method, body)
+                .and_then(|_| Err(malformed("one answer to a batch of calls".into())))
+        }
+    };
+    let mut slots: Vec<Option<T>> = (0..n).map(|_| None).collect();
+    for item in items {
+        let slot = item
+            .get("id")
+            .and_then(serde_json::Value::as_u64)
+            .and_then(|id| id.checked_sub(first_id))
+            .and_then(|idx| slots.get_mut(usize::try_from(idx).ok()?))
+            .ok_or_else(|| malformed("an answer with an id that was not asked".into()))?;
+        let bytes = serde_json::to_vec(&item).map_err(|e| malformed(e.to_string()))?;
+        *slot = Some(parse_response(method, &bytes)?);
+    }
+    slots
+        .into_iter()
+        .map(|slot| slot.ok_or_else(|| malformed("a call of the batch was not answered".into())))
+        .collect()
 }
 
 #[cfg(test)]

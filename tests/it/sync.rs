@@ -464,6 +464,40 @@ async fn a_sync_whose_postgres_connections_are_killed_midway_ends_exact() {
     assert_db_matches_truth(&work, &node.truth(), &all_contracts(), 39_000).await;
 }
 
+/// The headers above finality are read in one JSON-RPC batch; a node that refuses batches gets one request
+/// per header instead, and both end with the same exact database.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tail_above_finality_is_read_in_one_batch_or_header_by_header() {
+    for max_batch in [1_000, 1] {
+        let mut config = node_config(10_000);
+        config.limits.max_batch = max_batch;
+        let node = support::start(config).await;
+        let truth = node.truth();
+        let work = Workdir::new();
+        let path = work.write_config(&node.http_url(), &all_contracts(), "", "");
+        let report = support::sync(&path, Target::Latest)
+            .await
+            .unwrap_or_else(|e| panic!("max_batch {max_batch}: {e}"));
+        assert_eq!(report.target, truth.head());
+        assert_db_matches_truth(&work, &truth, &all_contracts(), truth.head()).await;
+        let stats = node.stats();
+        let header_calls = stats.calls("eth_getBlockByNumber");
+        let tail = truth.head() - truth.finalized();
+        if max_batch == 1 {
+            assert_eq!(stats.errors_with(-32600), 1, "the one batch was refused");
+            assert!(header_calls > tail, "{header_calls} header calls");
+        } else {
+            assert_eq!(stats.errors_with(-32600), 0);
+            // The batch is one HTTP request holding a call per header of the tail.
+            assert!(
+                stats.http_requests < tail,
+                "{} HTTP requests for a tail of {tail}",
+                stats.http_requests
+            );
+        }
+    }
+}
+
 /// A target the node does not have yet ends with exit 75 ("run again later"), after committing what it
 /// could reach.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
