@@ -222,9 +222,8 @@ impl Node {
                 .await
             {
                 Ok(headers) => return Ok(headers),
-                Err(fetch::Error::Interrupted) => return Err(Error::Interrupted),
-                Err(fetch::Error::Rejected { method, source }) => {
-                    return Err(self.error()(fetch::Error::Rejected { method, source }))
+                Err(err @ (fetch::Error::Interrupted | fetch::Error::Rejected { .. })) => {
+                    return Err(self.error()(err))
                 }
                 Err(err) => {
                     tracing::info!(cause = %err, "the node does not take batches; reading headers one by one");
@@ -235,18 +234,27 @@ impl Node {
         let mut headers = Vec::with_capacity(numbers.len());
         let per_round = self.gate.config().max_concurrency.max(1);
         for chunk in numbers.chunks(per_round) {
-            let answers = futures::future::join_all(chunk.iter().map(|&n| {
-                self.gate
-                    .run("eth_getBlockByNumber", OnSplit::Retry, move || {
-                        self.client.header(BlockTag::Number(n))
-                    })
-            }))
-            .await;
+            let answers =
+                futures::future::join_all(chunk.iter().map(|&n| self.header(BlockTag::Number(n))))
+                    .await;
             for answer in answers {
-                headers.push(answer.map_err(self.error())?);
+                headers.push(answer?);
             }
         }
         Ok(headers)
+    }
+
+    /// `eth_getBlockByNumber(tag, false)` through the gate: `None` when the node does not know the block.
+    ///
+    /// # Errors
+    /// [`Error::Node`].
+    async fn header(&self, tag: BlockTag) -> Result<Option<rpc::Header>, Error> {
+        self.gate
+            .run("eth_getBlockByNumber", OnSplit::Retry, || {
+                self.client.header(tag)
+            })
+            .await
+            .map_err(self.error())
     }
 
     fn error(&self) -> impl Fn(fetch::Error) -> Error + '_ {
@@ -588,13 +596,7 @@ impl<'a> Ctx<'a> {
     }
 
     async fn header(&self, tag: BlockTag) -> Result<Option<rpc::Header>, Error> {
-        self.node
-            .gate
-            .run("eth_getBlockByNumber", OnSplit::Retry, || {
-                self.node.client.header(tag)
-            })
-            .await
-            .map_err(self.node.error())
+        self.node.header(tag).await
     }
 
     /// The highest block that cannot be reorganised any more (`sync.finality`), never above `head`.

@@ -216,14 +216,19 @@ impl Planner {
         if self.survey.in_flight.is_some() || !self.survey_pending() {
             return None;
         }
-        // The fetching overtook the survey (it started late, or ranges ran ahead of it): resume at the front.
-        let cursor = self.survey_cursor.max(self.next).max(self.sampling_from);
+        let cursor = self.survey_start();
         let last = cursor
             .saturating_add(self.clamp(self.survey.span) - 1)
             .min(self.end);
         let range = BlockRange::new(cursor, last).expect("cursor <= last");
         self.survey.in_flight = Some(range);
         Some(SurveyRequest { range, probe })
+    }
+
+    /// Where the next survey starts: where the last ended, unless the fetching overtook it (it started late,
+    /// or ranges ran ahead of it), then at the front.
+    fn survey_start(&self) -> BlockNumber {
+        self.survey_cursor.max(self.next).max(self.sampling_from)
     }
 
     /// Whether a survey is in flight, or one will be handed out as soon as a request slot is free.
@@ -234,8 +239,7 @@ impl Planner {
         if self.survey.probe.is_none() || self.survey.disabled {
             return false;
         }
-        let cursor = self.survey_cursor.max(self.next).max(self.sampling_from);
-        cursor <= self.end
+        self.survey_start() <= self.end
             && self.survey.estimate(self.survey.hits_from(self.next))
                 < LOOKAHEAD_RANGES * self.config.target_logs as f64
     }

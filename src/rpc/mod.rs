@@ -100,7 +100,7 @@ impl Client {
             serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
                 .to_string();
         tokio::time::timeout(self.options.request_timeout, async {
-            let answer = match &self.transport {
+            let (bytes, _permit) = match &self.transport {
                 Transport::Http(http) => http.post(body, &self.answers).await?,
                 Transport::Ws(ws) => {
                     let message = ws.request(id, body).await?;
@@ -108,7 +108,6 @@ impl Client {
                     (message, permit.expect("the semaphore is never closed"))
                 }
             };
-            let (bytes, _permit) = answer;
             parse_response(method, &bytes)
         })
         .await
@@ -251,27 +250,24 @@ fn parse_batch<T: DeserializeOwned>(
     first_id: u64,
     n: usize,
 ) -> Result<Vec<T>, Error> {
+    #[derive(Deserialize)]
+    struct Id {
+        id: u64,
+    }
     let malformed = |detail: String| Error::Malformed { method, detail };
-    let answer: serde_json::Value =
-        serde_json::from_slice(body).map_err(|e| malformed(e.to_string()))?;
-    let items = match answer {
-        serde_json::Value::Array(items) => items,
-        // One object for a whole batch: the node refused it (or answered as if it were one call).
-        _ => {
-            return parse_response::<serde_json::Value>(method, body)
-                .and_then(|_| Err(malformed("one answer to a batch of calls".into())))
-        }
+    // One object for a whole batch: the node refused it (or answered as if it were one call).
+    let Ok(items) = serde_json::from_slice::<Vec<&RawValue>>(body) else {
+        parse_response::<serde_json::Value>(method, body)?;
+        return Err(malformed("one answer to a batch of calls".into()));
     };
     let mut slots: Vec<Option<T>> = (0..n).map(|_| None).collect();
     for item in items {
-        let slot = item
-            .get("id")
-            .and_then(serde_json::Value::as_u64)
-            .and_then(|id| id.checked_sub(first_id))
+        let slot = serde_json::from_str::<Id>(item.get())
+            .ok()
+            .and_then(|Id { id }| id.checked_sub(first_id))
             .and_then(|idx| slots.get_mut(usize::try_from(idx).ok()?))
             .ok_or_else(|| malformed("an answer with an id that was not asked".into()))?;
-        let bytes = serde_json::to_vec(&item).map_err(|e| malformed(e.to_string()))?;
-        *slot = Some(parse_response(method, &bytes)?);
+        *slot = Some(parse_response(method, item.get().as_bytes())?);
     }
     slots
         .into_iter()
