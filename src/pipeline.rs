@@ -851,7 +851,7 @@ impl<'a> Ctx<'a> {
         let mut kept = Vec::with_capacity(logs.len());
         for log in logs {
             if log.removed {
-                removed.push((log.block_hash, log.log_index));
+                removed.push(log.key());
                 continue;
             }
             if hash_of.get(&log.block_number) != Some(&log.block_hash) {

@@ -107,6 +107,31 @@ pub struct Log {
     pub removed: bool,
 }
 
+impl Log {
+    /// The log's identity in the database.
+    pub fn key(&self) -> LogKey {
+        LogKey {
+            block_number: self.block_number,
+            block_hash: self.block_hash,
+            log_index: self.log_index,
+        }
+    }
+}
+
+/// What identifies a stored log: its block hash and position. The block number goes with them because a
+/// hash names exactly one block, so `(block_number, log_index, block_hash)` is unique exactly when
+/// `(block_hash, log_index)` is, and the typed tables are keyed in that order (block order, so a backfill
+/// appends to its key instead of scattering over it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogKey {
+    /// Block number.
+    pub block_number: BlockNumber,
+    /// Block hash.
+    pub block_hash: B256,
+    /// Position of the log in the block.
+    pub log_index: u64,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -42,7 +42,7 @@ use crate::primitives::BlockNumber;
 use super::{
     hex, migrate, query_error, reindex_plan, to_i64, tracked_from_rows, Batch, ContractRow,
     ContractSpec, Error, ReindexReport, ReindexSpec, RollbackReport, TableSpec, TrackedBlock,
-    CONTRACT_ROWS_SQL,
+    CONTRACT_ROWS_SQL, TYPED_KEY,
 };
 
 /// Connections in the pool: one writes at a time; the rest serve `status` and readers of [`PostgresSink::pool`].
@@ -250,20 +250,14 @@ impl PostgresSink {
             let create = format!(
                 "CREATE TABLE IF NOT EXISTS {name} (block_number BIGINT NOT NULL, block_hash TEXT NOT NULL, \
                  transaction_hash TEXT NOT NULL, log_index INTEGER NOT NULL, address TEXT NOT NULL{columns}, \
-                 UNIQUE (block_hash, log_index))",
+                 CONSTRAINT {key} UNIQUE ({TYPED_KEY}))",
                 name = quote_ident(&table.name),
+                key = quote_ident(&key_name(&table.name)),
             );
-            let index = format!(
-                "CREATE INDEX IF NOT EXISTS {index} ON {name} (block_number)",
-                name = quote_ident(&table.name),
-                index = quote_ident(&index_name(&table.name)),
-            );
-            for ddl in [create, index] {
-                sqlx::query(&ddl)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(query_error("creating a typed table"))?;
-            }
+            sqlx::query(&create)
+                .execute(&mut *tx)
+                .await
+                .map_err(query_error("creating a typed table"))?;
         }
         for (contract, stored) in contracts.iter().zip(stored_contracts) {
             let addresses: Vec<String> = contract.addresses.iter().map(hex::encode).collect();
@@ -394,16 +388,17 @@ impl PostgresSink {
                 .await
                 .map_err(|e| (insert.doing, e))?;
         }
-        for (block_hash, log_index) in &batch.removed {
-            let (hash, idx) = (hex::encode(block_hash), to_i64(*log_index));
+        for key in &batch.removed {
+            let hash = hex::encode(key.block_hash);
             let tables = std::iter::once("logs".to_owned())
                 .chain(self.tables.iter().map(|t| quote_ident(&t.name)));
             for table in tables {
                 sqlx::query(&format!(
-                    "DELETE FROM {table} WHERE block_hash = $1 AND log_index = $2"
+                    "DELETE FROM {table} WHERE block_number = $1 AND log_index = $2 AND block_hash = $3"
                 ))
+                .bind(to_i64(key.block_number))
+                .bind(to_i64(key.log_index))
                 .bind(&hash)
-                .bind(idx)
                 .execute(&mut *tx)
                 .await
                 .map_err(|e| ("deleting a removed log", e))?;
@@ -797,7 +792,7 @@ fn inserts(tables: &[TableSpec], batch: &Batch) -> Result<Vec<Insert>, Error> {
             doing: "inserting typed rows",
             sql: format!(
                 "INSERT INTO {table} ({fixed}{names}) SELECT * FROM UNNEST({params}) \
-                 ON CONFLICT (block_hash, log_index) DO NOTHING",
+                 ON CONFLICT DO NOTHING",
                 table = quote_ident(&table.name),
                 fixed = fixed.join(", "),
             ),
@@ -821,18 +816,17 @@ fn sql_type(kind: ColumnKind) -> &'static str {
     }
 }
 
-/// The block-number index of typed table `table`: `<table>_block_number`, or, when that is too long for
-/// Postgres, a prefix of the table's name and a hash of all of it (so two long names never share an index
-/// name and `CREATE INDEX IF NOT EXISTS` never skips one).
-fn index_name(table: &str) -> String {
-    let name = format!("{table}_block_number");
+/// The name of typed table `table`'s unique key: `<table>_key`, or, when that is too long for Postgres, a
+/// prefix of the table's name and a hash of all of it (so two long names never share a constraint name).
+fn key_name(table: &str) -> String {
+    let name = format!("{table}_key");
     if name.len() <= MAX_IDENTIFIER_BYTES {
         return name;
     }
     let hash = alloy_primitives::keccak256(table.as_bytes());
     // Table names are ASCII (decode's snake case); `floor_char_boundary` is not stable on our MSRV.
     let prefix: String = table.chars().take(40).collect();
-    format!("{prefix}_{}_bn", alloy_primitives::hex::encode(&hash[..6]))
+    format!("{prefix}_{}_key", alloy_primitives::hex::encode(&hash[..6]))
 }
 
 /// `name` as a quoted SQL identifier (`"` doubled), so case and reserved words survive.
@@ -946,12 +940,12 @@ mod tests {
     }
 
     #[test]
-    fn index_names_fit_postgres_and_stay_distinct() {
-        assert_eq!(index_name("usdc_transfer"), "usdc_transfer_block_number");
+    fn key_names_fit_postgres_and_stay_distinct() {
+        assert_eq!(key_name("usdc_transfer"), "usdc_transfer_key");
         let long_a = format!("{}_a", "x".repeat(60));
         let long_b = format!("{}_b", "x".repeat(60));
-        assert!(index_name(&long_a).len() <= MAX_IDENTIFIER_BYTES);
-        assert_ne!(index_name(&long_a), index_name(&long_b));
+        assert!(key_name(&long_a).len() <= MAX_IDENTIFIER_BYTES);
+        assert_ne!(key_name(&long_a), key_name(&long_b));
     }
 
     #[test]

@@ -15,7 +15,7 @@ use crate::primitives::{BlockNumber, Log};
 use super::{
     hex, migrate, query_error, reindex_plan, split_event_record, to_i64, tracked_from_rows, Batch,
     ContractRow, ContractSpec, Error, ReindexReport, ReindexSpec, RollbackReport, TableSpec,
-    TrackedBlock, CONTRACT_ROWS_SQL,
+    TrackedBlock, CONTRACT_ROWS_SQL, TYPED_KEY,
 };
 
 /// SQLite's default limit on bound parameters per statement is 32,766; stay well under it while keeping
@@ -145,19 +145,13 @@ impl SqliteSink {
             let create = format!(
                 "CREATE TABLE IF NOT EXISTS \"{name}\" (block_number INTEGER NOT NULL, block_hash TEXT NOT NULL, \
                  transaction_hash TEXT NOT NULL, log_index INTEGER NOT NULL, address TEXT NOT NULL{columns}, \
-                 UNIQUE (block_hash, log_index))",
+                 UNIQUE ({TYPED_KEY}))",
                 name = table.name
             );
-            let index = format!(
-                "CREATE INDEX IF NOT EXISTS \"{name}_block_number\" ON \"{name}\" (block_number)",
-                name = table.name
-            );
-            for ddl in [create, index] {
-                sqlx::query(&ddl)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(query_error("creating a typed table"))?;
-            }
+            sqlx::query(&create)
+                .execute(&mut *tx)
+                .await
+                .map_err(query_error("creating a typed table"))?;
         }
         for (contract, stored) in contracts.iter().zip(stored_contracts) {
             let addresses: Vec<String> = contract.addresses.iter().map(hex::encode).collect();
@@ -300,7 +294,8 @@ impl SqliteSink {
                         };
                     }
                 });
-                insert.push(" ON CONFLICT (block_hash, log_index) DO NOTHING");
+                // No conflict target: the table's one unique key, whichever layout it was created with.
+                insert.push(" ON CONFLICT DO NOTHING");
                 insert
                     .build()
                     .persistent(true)
@@ -309,21 +304,16 @@ impl SqliteSink {
                     .map_err(query_error("inserting typed rows"))?;
             }
         }
-        for (block_hash, log_index) in &batch.removed {
-            let (hash, idx) = (hex::encode(block_hash), to_i64(*log_index));
-            sqlx::query("DELETE FROM logs WHERE block_hash = ? AND log_index = ?")
-                .bind(&hash)
-                .bind(idx)
-                .execute(&mut *tx)
-                .await
-                .map_err(query_error("deleting a removed log"))?;
-            for table in &self.tables {
+        for key in &batch.removed {
+            let hash = hex::encode(key.block_hash);
+            let tables = std::iter::once("logs").chain(self.tables.iter().map(|t| t.name.as_str()));
+            for table in tables {
                 sqlx::query(&format!(
-                    "DELETE FROM \"{}\" WHERE block_hash = ? AND log_index = ?",
-                    table.name
+                    "DELETE FROM \"{table}\" WHERE block_number = ? AND log_index = ? AND block_hash = ?"
                 ))
+                .bind(to_i64(key.block_number))
+                .bind(to_i64(key.log_index))
                 .bind(&hash)
-                .bind(idx)
                 .execute(&mut *tx)
                 .await
                 .map_err(query_error("deleting a removed log"))?;

@@ -299,6 +299,117 @@ async fn committing_the_same_batch_twice_keeps_one_copy_in_sqlite() {
     commits_the_same_batch_twice_once(Backend::Sqlite).await;
 }
 
+/// Which unique key the typed table has.
+#[derive(Debug, Clone, Copy)]
+enum TypedKey {
+    /// What `prepare` creates: `(block_number, log_index, block_hash)`.
+    Current,
+    /// What databases built before it hold: `(block_hash, log_index)` and a `block_number` index.
+    Earlier,
+}
+
+impl Db {
+    /// Rebuilds the typed table with the key databases built before the current one have.
+    async fn use_the_earlier_typed_key(&self) {
+        match &self.sink {
+            Sink::Sqlite(s) => {
+                let sql: String = sqlx::query_scalar(
+                    "SELECT sql FROM sqlite_master WHERE name = 'demo_everything'",
+                )
+                .fetch_one(s.pool())
+                .await
+                .unwrap();
+                let earlier = sql.replace(
+                    "UNIQUE (block_number, log_index, block_hash)",
+                    "UNIQUE (block_hash, log_index)",
+                );
+                assert_ne!(earlier, sql, "the current key is spelt as expected: {sql}");
+                for statement in [
+                    "DROP TABLE demo_everything",
+                    earlier.as_str(),
+                    "CREATE INDEX demo_everything_block_number ON demo_everything (block_number)",
+                ] {
+                    s.pool().execute(statement).await.unwrap();
+                }
+            }
+            Sink::Postgres(s) => {
+                for statement in [
+                    "ALTER TABLE demo_everything DROP CONSTRAINT demo_everything_key",
+                    "ALTER TABLE demo_everything ADD UNIQUE (block_hash, log_index)",
+                    "CREATE INDEX demo_everything_block_number ON demo_everything (block_number)",
+                ] {
+                    s.pool().execute(statement).await.unwrap();
+                }
+            }
+        }
+    }
+}
+
+/// Goal: typed tables with either unique key, the current one in block order or the one earlier databases
+/// have, take a replayed batch once and lose a log the node reports `removed`, in raw and typed rows alike.
+async fn replays_and_removals_are_exact_with_either_typed_key(backend: Backend, key: TypedKey) {
+    let mut db = prepared(backend).await;
+    if let TypedKey::Earlier = key {
+        db.use_the_earlier_typed_key().await;
+    }
+    let first = batch(100..=101);
+    db.sink.commit(&first).await.expect("first commit");
+    db.sink.commit(&first).await.expect("replay");
+    assert_eq!(db.count("demo_everything").await, 6);
+
+    // Block 101's second log is reported removed; a key that differs in one part only must stay.
+    let gone = log(101, 1);
+    let mut removal = batch(102..=102);
+    removal.removed = vec![
+        gone.key(),
+        logslice::primitives::LogKey {
+            block_hash: word(1),
+            ..log(101, 2).key()
+        },
+    ];
+    db.sink.commit(&removal).await.expect("removal");
+    let expected: Vec<RawRow> = first
+        .logs
+        .iter()
+        .chain(&removal.logs)
+        .filter(|l| l.key() != gone.key())
+        .map(raw_row)
+        .collect();
+    assert_eq!(db.raw_logs().await, expected);
+    assert_eq!(db.count("demo_everything").await, 8);
+    let typed_keys = "SELECT block_number, CAST(log_index AS BIGINT) FROM demo_everything \
+                      ORDER BY block_number, log_index";
+    let typed: Vec<(i64, i64)> = match &db.sink {
+        Sink::Sqlite(s) => sqlx::query_as(typed_keys).fetch_all(s.pool()).await,
+        Sink::Postgres(s) => sqlx::query_as(typed_keys).fetch_all(s.pool()).await,
+    }
+    .unwrap();
+    assert!(!typed.contains(&(101, 1)), "{typed:?}");
+    db.sink.close().await;
+}
+
+#[tokio::test]
+async fn typed_tables_replay_and_remove_exactly_with_the_current_key_in_postgres() {
+    replays_and_removals_are_exact_with_either_typed_key(Backend::Postgres, TypedKey::Current)
+        .await;
+}
+
+#[tokio::test]
+async fn typed_tables_replay_and_remove_exactly_with_the_current_key_in_sqlite() {
+    replays_and_removals_are_exact_with_either_typed_key(Backend::Sqlite, TypedKey::Current).await;
+}
+
+#[tokio::test]
+async fn typed_tables_of_earlier_databases_replay_and_remove_exactly_in_postgres() {
+    replays_and_removals_are_exact_with_either_typed_key(Backend::Postgres, TypedKey::Earlier)
+        .await;
+}
+
+#[tokio::test]
+async fn typed_tables_of_earlier_databases_replay_and_remove_exactly_in_sqlite() {
+    replays_and_removals_are_exact_with_either_typed_key(Backend::Sqlite, TypedKey::Earlier).await;
+}
+
 /// Goal: a checkpoint moves with its rows and never without them. Method: commit two batches, then one whose
 /// typed table was dropped behind the sink's back, so the transaction fails after the raw rows went in.
 async fn checkpoints_move_with_rows(backend: Backend) {
