@@ -6,6 +6,7 @@
 mod migrate;
 mod postgres;
 mod sqlite;
+mod sqlite_wal;
 
 /// The unique key of every typed table, on both backends. `(block_hash, log_index)` identifies a log, and a
 /// hash names exactly one block, so this key admits exactly the same rows; but in block order a backfill

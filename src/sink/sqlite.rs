@@ -1,5 +1,6 @@
 //! The SQLite backend: WAL, `synchronous = NORMAL`, a busy timeout, one writer connection; multi-row
-//! `INSERT ... ON CONFLICT DO NOTHING` in chunks under SQLite's bind limit.
+//! `INSERT ... ON CONFLICT DO NOTHING` in chunks under SQLite's bind limit. A second connection checkpoints
+//! the WAL beside the writer ([`super::sqlite_wal`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -12,6 +13,7 @@ use sqlx::{ConnectOptions, QueryBuilder, Row, Sqlite, SqlitePool};
 use crate::decode::{ColumnKind, Value};
 use crate::primitives::{BlockNumber, Log};
 
+use super::sqlite_wal::{Checkpointer, BACKSTOP_FRAMES};
 use super::{
     hex, migrate, query_error, reindex_plan, split_event_record, to_i64, tracked_from_rows, Batch,
     ContractRow, ContractSpec, Error, ReindexReport, ReindexSpec, RollbackReport, TableSpec,
@@ -29,6 +31,8 @@ const TYPED_FIXED: &str = "block_number, block_hash, transaction_hash, log_index
 pub struct SqliteSink {
     pool: SqlitePool,
     tables: Vec<TableSpec>,
+    /// Copies the WAL into the database file beside the writer; `None` for `:memory:`.
+    checkpointer: Option<Checkpointer>,
 }
 
 impl SqliteSink {
@@ -38,7 +42,8 @@ impl SqliteSink {
     /// [`Error::Open`] or [`Error::Migrate`].
     pub async fn open(path: &Path) -> Result<Self, Error> {
         let location = path.display().to_string();
-        let options = if location == ":memory:" {
+        let in_memory = location == ":memory:";
+        let options = if in_memory {
             SqliteConnectOptions::from_str("sqlite::memory:").map_err(|source| Error::Open {
                 location: location.clone(),
                 source,
@@ -54,21 +59,40 @@ impl SqliteSink {
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Normal)
             .busy_timeout(Duration::from_secs(10))
-            // Measured (docs/BENCHMARKS.md): statement sub-journals of multi-row inserts went to temp files,
-            // and checkpoints every 1,000 WAL pages rewrote hot index pages again and again.
-            .pragma("temp_store", "memory")
-            .pragma("wal_autocheckpoint", "16384")
+            // Measured (docs/BENCHMARKS.md): statement sub-journals of multi-row inserts went to temp files.
+            .pragma("temp_store", "memory");
+        // The checkpointer's connection: the same file and settings, no page cache to speak of (a
+        // checkpoint copies frames through a buffer of its own).
+        let checkpoint_options = options.clone().pragma("cache_size", "-256");
+        // Checkpoints happen beside the writer; its own autocheckpoint is a backstop. Measured: checkpoints
+        // every 1,000 WAL pages (the default) rewrote hot index pages again and again.
+        let options = options
+            .pragma("wal_autocheckpoint", BACKSTOP_FRAMES.to_string())
             .pragma("cache_size", "-16384");
-        // One connection: SQLite has one writer anyway, and a private `:memory:` database lives in it.
+        // One writer connection: SQLite has one writer anyway, and a private `:memory:` database lives in it.
         let pool = SqlitePoolOptions::new()
             .max_connections(1)
             .connect_with(options)
             .await
-            .map_err(|source| Error::Open { location, source })?;
+            .map_err(|source| Error::Open {
+                location: location.clone(),
+                source,
+            })?;
         migrate::migrator(migrate::SQLITE).await?.run(&pool).await?;
+        let checkpointer = if in_memory {
+            None
+        } else {
+            let pool = SqlitePoolOptions::new()
+                .max_connections(1)
+                .connect_with(checkpoint_options)
+                .await
+                .map_err(|source| Error::Open { location, source })?;
+            Some(Checkpointer::start(pool))
+        };
         Ok(Self {
             pool,
             tables: Vec::new(),
+            checkpointer,
         })
     }
 
@@ -226,6 +250,9 @@ impl SqliteSink {
     }
 
     pub(super) async fn commit(&mut self, batch: &Batch) -> Result<(), Error> {
+        if let Some(checkpointer) = &mut self.checkpointer {
+            checkpointer.before_transaction().await;
+        }
         let mut tx = self
             .pool
             .begin()
@@ -349,7 +376,13 @@ impl SqliteSink {
             .await
             .map_err(query_error("moving a checkpoint"))?;
         }
-        tx.commit().await.map_err(query_error("committing a batch"))
+        tx.commit()
+            .await
+            .map_err(query_error("committing a batch"))?;
+        if let Some(checkpointer) = &self.checkpointer {
+            checkpointer.committed();
+        }
+        Ok(())
     }
 
     pub(super) async fn tracked_blocks(
@@ -500,6 +533,9 @@ impl SqliteSink {
     }
 
     pub(super) async fn close(self) {
+        if let Some(checkpointer) = self.checkpointer {
+            checkpointer.stop().await;
+        }
         self.pool.close().await;
     }
 }
