@@ -12,6 +12,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use alloy_primitives::{Address, B256};
+use futures::stream::{FuturesUnordered, StreamExt};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -389,7 +390,9 @@ impl Selection {
 }
 
 /// Fetches one block whose logs exceed the node's cap by narrowing the filter: halves of the address set,
-/// then halves of the topic0 set, merged back into log order.
+/// then halves of the topic0 set, merged back into log order. The narrower requests run concurrently (each
+/// through the gate): every later range waits for this block to be committed in order, so its latency is
+/// the whole pipeline's.
 ///
 /// # Errors
 /// [`Error::BlockOverflow`] when one address and one topic0 are still over the cap; any other [`Error`].
@@ -400,24 +403,28 @@ pub(crate) async fn fetch_block_by_filters(
     selection: Selection,
     first: FirstRequest,
 ) -> Result<Vec<Log>, Error> {
-    let mut todo = match first {
-        FirstRequest::Whole => vec![selection],
-        FirstRequest::Halves => match selection.clone().halves() {
-            Some((a, b)) => vec![b, a],
-            None => vec![selection],
-        },
-    };
-    let mut logs = Vec::new();
-    while let Some(selection) = todo.pop() {
+    let request = |selection: Selection| async move {
         let filter = LogFilter {
             blocks: Blocks::Range(BlockRange::single(block)),
             addresses: selection.addresses.clone(),
             topic0: selection.topic0.clone(),
         };
-        match gate
+        let answer = gate
             .run("eth_getLogs", OnSplit::Return, || client.get_logs(&filter))
-            .await
-        {
+            .await;
+        (selection, filter, answer)
+    };
+    let mut pending = FuturesUnordered::new();
+    match first {
+        FirstRequest::Whole => pending.push(request(selection)),
+        FirstRequest::Halves => match selection.clone().halves() {
+            Some((a, b)) => pending.extend([request(a), request(b)]),
+            None => pending.push(request(selection)),
+        },
+    }
+    let mut logs = Vec::new();
+    while let Some((selection, filter, answer)) = pending.next().await {
+        match answer {
             Ok(part) => logs.extend(checked(BlockRange::single(block), &filter, part)?),
             Err(Error::Split(_)) => {
                 let address = selection.addresses[0];
@@ -428,8 +435,7 @@ pub(crate) async fn fetch_block_by_filters(
                         topic0: selection_topic(&filter),
                     });
                 };
-                todo.push(b);
-                todo.push(a);
+                pending.extend([request(a), request(b)]);
             }
             Err(err) => return Err(err),
         }
