@@ -689,13 +689,18 @@ impl<'a> Ctx<'a> {
             fetch_cancel.clone(),
         ));
         let (job, sink, db, observer) = (&self.job, &mut self.sink, &self.db, self.observer);
-        let written = async {
-            loop {
+        // The next batch is decoded while this one commits: the commit's statements run on the database's
+        // own thread (SQLite) or server (Postgres), so decoding and encoding here overlap them. Measured on
+        // the default chain: decoding is about a tenth of the writer's time. One decoded batch waits at most.
+        let (decoded_tx, mut decoded_rx) = mpsc::channel::<Batch>(1);
+        let decoding = async move {
+            let mut decode_report = SyncReport::default();
+            let outcome = loop {
                 let first = tokio::select! {
-                    _ = cancel.cancelled() => return Err(Error::Interrupted),
+                    _ = cancel.cancelled() => break Err(Error::Interrupted),
                     first = rx.recv() => first,
                 };
-                let Some(first) = first else { return Ok(()) };
+                let Some(first) = first else { break Ok(()) };
                 // Gather what is already waiting, up to max_batch_logs, into one transaction.
                 let mut fetched = vec![first];
                 let mut n_logs = fetched[0].logs.len();
@@ -711,7 +716,24 @@ impl<'a> Ctx<'a> {
                 if let Some(last) = fetched.last() {
                     observer.fetched(last.range);
                 }
-                let batch = job.build_batch(fetched, report)?;
+                let batch = match job.build_batch(fetched, &mut decode_report) {
+                    Ok(batch) => batch,
+                    Err(err) => break Err(err),
+                };
+                if decoded_tx.send(batch).await.is_err() {
+                    break Ok(()); // the writer stopped; its error is the one to report
+                }
+            };
+            (outcome, decode_report.undecodable)
+        };
+        let writing = async {
+            loop {
+                let batch = tokio::select! {
+                    biased;
+                    _ = cancel.cancelled() => return Err(Error::Interrupted),
+                    batch = decoded_rx.recv() => batch,
+                };
+                let Some(batch) = batch else { return Ok(()) };
                 let committing = Instant::now();
                 sink.commit(&batch)
                     .await
@@ -728,8 +750,25 @@ impl<'a> Ctx<'a> {
                     committing.elapsed(),
                 );
             }
-        }
-        .await;
+        };
+        let (written, undecodable) = {
+            let (mut decoding, mut writing) = (std::pin::pin!(decoding), std::pin::pin!(writing));
+            let mut decoded = None;
+            let written = loop {
+                tokio::select! {
+                    outcome = &mut decoding, if decoded.is_none() => decoded = Some(outcome),
+                    written = &mut writing => break written,
+                }
+            };
+            // A failed writer stops the decoding where it is (it may be waiting for a fetcher in backoff).
+            // A writer that ended well saw the decoding's channel close: the decoding is done.
+            match (written, decoded) {
+                (Err(err), _) => (Err(err), 0),
+                (Ok(()), Some(decoded)) => decoded,
+                (Ok(()), None) => decoding.await,
+            }
+        };
+        report.undecodable += undecodable;
         // Stop the fetcher whatever happened, then prefer its error (the writer only saw the channel close).
         fetch_cancel.cancel();
         let fetched = fetcher.await.expect("the fetch task does not panic");

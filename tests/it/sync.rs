@@ -516,3 +516,29 @@ async fn a_target_above_the_head_exits_75_after_committing_what_exists() {
     );
     assert_db_matches_truth(&work, &node.truth(), &all_contracts(), head).await;
 }
+
+/// Goal: under `sync.strict`, a log that matches an event but does not decode with it stops the sync with
+/// exit 65, naming the contract, and commits nothing of its batch (decoding runs in a stage of its own,
+/// beside the writer). Method: an anonymous event of three indexed words on token_a matches every Transfer
+/// and Approval log (three topics, no topic0 to compare), but asks for two data words where they have one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_log_that_does_not_decode_under_strict_exits_65_and_commits_nothing_of_its_batch() {
+    let node = support::start(node_config(2_000)).await;
+    let work = Workdir::new();
+    let text = format!(
+        "[node]\nurl = \"{}\"\n\n[database]\nurl = \"sqlite://{}\"\n\n[sync]\nstrict = true\n\n\
+         [[contracts]]\nname = \"token_a\"\naddress = \"{:#x}\"\n\
+         events = [\"event Odd(uint256 indexed a, uint256 indexed b, uint256 indexed c, uint256 d, uint256 e) anonymous\"]\n",
+        node.http_url(),
+        work.db().display(),
+        logslice::devnode::contracts::TOKEN_A,
+    );
+    let path = work.dir.path().join("config.toml");
+    std::fs::write(&path, text).expect("write config");
+    let err = support::sync(&path, Target::Number(2_000))
+        .await
+        .expect_err("the logs do not decode");
+    assert_eq!(logslice::exit::code(&err), 65, "{err}");
+    assert!(err.to_string().contains("token_a"), "{err}");
+    assert_eq!(support::checkpoint(&work, "token_a").await, None);
+}
