@@ -678,7 +678,9 @@ impl<'a> Ctx<'a> {
         tracing::info!(%plan, node = %self.node.display, database = %self.db, "backfilling");
         self.observer.start(plan);
         let config = self.config;
-        let (tx, mut rx) = mpsc::channel::<Fetched>(config.sync.max_queued_batches.max(1));
+        // `max_queued_batches` counts what waits for the writer: ranges in this channel and the decoded batch.
+        let (tx, mut rx) =
+            mpsc::channel::<Fetched>(config.sync.max_queued_batches.saturating_sub(1).max(1));
         let fetch_cancel = cancel.child_token();
         let fetcher = tokio::spawn(fetch::run(
             self.node.client.clone(),
@@ -691,11 +693,15 @@ impl<'a> Ctx<'a> {
         let (job, sink, db, observer) = (&self.job, &mut self.sink, &self.db, self.observer);
         // The next batch is decoded while this one commits: the commit's statements run on the database's
         // own thread (SQLite) or server (Postgres), so decoding and encoding here overlap them. Measured on
-        // the default chain: decoding is about a tenth of the writer's time. One decoded batch waits at most.
+        // the default chain: decoding is about a tenth of the writer's time. One decoded batch waits at most,
+        // and the next is gathered only once its place is free, so no more is held than before this stage.
         let (decoded_tx, mut decoded_rx) = mpsc::channel::<Batch>(1);
         let decoding = async move {
             let mut decode_report = SyncReport::default();
             let outcome = loop {
+                let Ok(place) = decoded_tx.reserve().await else {
+                    break Ok(()); // the writer stopped; its error is the one to report
+                };
                 let first = tokio::select! {
                     _ = cancel.cancelled() => break Err(Error::Interrupted),
                     first = rx.recv() => first,
@@ -720,9 +726,7 @@ impl<'a> Ctx<'a> {
                     Ok(batch) => batch,
                     Err(err) => break Err(err),
                 };
-                if decoded_tx.send(batch).await.is_err() {
-                    break Ok(()); // the writer stopped; its error is the one to report
-                }
+                place.send(batch);
             };
             (outcome, decode_report.undecodable)
         };
