@@ -10,8 +10,6 @@ use std::path::Path;
 use std::time::Instant;
 
 use logslice::devnode::{DevNodeConfig, GroundTruth};
-use logslice::fetch::Fetched;
-use logslice::primitives::{BlockRange, Log};
 
 #[tokio::main]
 async fn main() {
@@ -44,26 +42,8 @@ async fn main() {
     })
     .expect("config.toml loads");
     let head = truth.head();
-    // 2,000-block ranges, as the fetcher would deliver them; generated lazily, outside the timed part.
-    let ranges = (0..=head / 2000).map(move |i| {
-        let range = BlockRange::new(i * 2000, (i * 2000 + 1999).min(head)).expect("start <= end");
-        let logs = truth
-            .logs(range.start(), range.end())
-            .into_iter()
-            .map(|l| Log {
-                block_number: l.block_number,
-                block_hash: l.block_hash,
-                transaction_hash: l.transaction_hash,
-                transaction_index: l.transaction_index,
-                log_index: l.log_index,
-                address: l.address,
-                topics: l.topics,
-                data: l.data,
-                removed: false,
-            })
-            .collect();
-        Fetched { range, logs }
-    });
+    // Generated lazily, outside the timed part.
+    let ranges = logslice::bench::truth_chunks(truth, head);
     let started = Instant::now();
     let report = logslice::pipeline::store_only(&config, ranges)
         .await

@@ -304,8 +304,9 @@ fn load_config(
         .map_err(|e| Error::Setup(e.to_string()))
 }
 
-/// The ground truth in 2,000-block chunks, as the fetcher would deliver it.
-fn truth_chunks(truth: GroundTruth, head: u64) -> impl Iterator<Item = Fetched> {
+/// The ground truth in 2,000-block chunks up to `head`, as the fetcher would deliver it (generated lazily):
+/// what the store-only ceiling commits.
+pub fn truth_chunks(truth: GroundTruth, head: u64) -> impl Iterator<Item = Fetched> {
     (0..=head / 2000).map(move |i| {
         let range = BlockRange::new(i * 2000, (i * 2000 + 1999).min(head)).expect("start <= end");
         let logs = truth
