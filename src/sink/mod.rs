@@ -8,16 +8,6 @@ mod postgres;
 mod sqlite;
 mod sqlite_wal;
 
-/// The unique key of every typed table, on both backends. `(block_hash, log_index)` identifies a log, and a
-/// hash names exactly one block, so this key admits exactly the same rows; but in block order a backfill
-/// appends to it, where a key led by a random hash scatters every batch over the whole index (measured on
-/// SQLite: 21% of the store's time and a quarter of its bytes written, `docs/BENCHMARKS.md`). Its prefix
-/// serves `block_number` ranges, so typed tables need no other index.
-///
-/// Tables created before this key (unique on `(block_hash, log_index)`, with a `block_number` index) keep
-/// working: inserts name no conflict target and deletes give all three columns.
-const TYPED_KEY: &str = "block_number, log_index, block_hash";
-
 use std::collections::{BTreeMap, HashMap};
 
 use alloy_primitives::{Address, B256};
@@ -27,6 +17,16 @@ use crate::primitives::{BlockNumber, BlockRange, Log, LogKey};
 
 pub use postgres::{PostgresSink, COMMIT_ATTEMPTS};
 pub use sqlite::SqliteSink;
+
+/// The unique key of every typed table, on both backends. `(block_hash, log_index)` identifies a log, and a
+/// hash names exactly one block, so this key admits exactly the same rows; but in block order a backfill
+/// appends to it, where a key led by a random hash scatters every batch over the whole index (measured on
+/// SQLite: 21% of the store's time and a quarter of its bytes written, `docs/BENCHMARKS.md`). Its prefix
+/// serves `block_number` ranges, so typed tables need no other index.
+///
+/// Tables created before this key (unique on `(block_hash, log_index)`, with a `block_number` index) keep
+/// working: inserts name no conflict target and deletes give all three columns.
+const TYPED_KEY: &str = "block_number, log_index, block_hash";
 
 /// Why storage failed. Every variant maps to exit code 74, except [`Error::Mismatch`] (78: the config does not
 /// fit the database).
