@@ -36,8 +36,11 @@ pub struct ClientOptions {
 /// Answers read and parsed at once. The rest wait with their headers received (HTTP) or their message
 /// queued (WebSocket): a body and its parsed logs take about 10 MB for a 10,000-log answer, and letting all
 /// `max_concurrency` of them coincide made peak memory depend on how long a backfill ran, not on the window
-/// (docs/BENCHMARKS.md). Reading and parsing take milliseconds; the node's time is spent before the headers.
-const MAX_ANSWERS_IN_MEMORY: usize = 2;
+/// (docs/BENCHMARKS.md). Reading and parsing take milliseconds and the node's time is spent before the
+/// headers, so one at a time keeps the fetch-only ceiling (about ten times the store's) where it was, and
+/// the peaks lower: a block over the cap asks for its two filter halves at once, and their answers no longer
+/// coincide.
+const MAX_ANSWERS_IN_MEMORY: usize = 1;
 
 /// A JSON-RPC client.
 pub struct Client {
