@@ -33,6 +33,9 @@ const OVERFLOW_MARGIN: f64 = 1.15;
 /// Survey no further ahead than this many target-sized ranges: enough for the in-flight window, and it
 /// bounds the memory the hits take.
 const LOOKAHEAD_RANGES: f64 = 24.0;
+/// A refused range no survey covers gets a spot survey from this many blocks on: halving blind would take
+/// three round trips or more to find where its logs are.
+const MIN_SPOT_BLOCKS: u64 = 8;
 
 /// Limits of the planner (from `[sync]`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,6 +91,8 @@ pub struct SurveyRequest {
     pub range: BlockRange,
     /// Which candidate filter.
     pub probe: usize,
+    /// A spot survey of a refused range, not the lookahead.
+    spot: bool,
 }
 
 /// Whether cutting a range may wait for the survey to get further.
@@ -131,6 +136,8 @@ pub struct Planner {
     sampling_from: BlockNumber,
     /// The next block to survey.
     survey_cursor: BlockNumber,
+    /// A refused range to survey on its own, as soon as the spot survey is free.
+    spot_due: Option<BlockRange>,
     survey: Survey,
 }
 
@@ -163,6 +170,7 @@ impl Planner {
             exhausted: false,
             sampling_from,
             survey_cursor: sampling_from,
+            spot_due: None,
             survey: Survey::new(config.initial_span),
         }
     }
@@ -209,10 +217,27 @@ impl Planner {
         }
     }
 
-    /// The next survey to run, if one is due: one at a time, each continuing where the last ended, no
-    /// further ahead than the in-flight window needs.
+    /// The next survey to run, if one is due: first a spot survey of a refused range that no survey
+    /// covers, else the lookahead, one at a time, each continuing where the last ended, no further ahead
+    /// than the in-flight window needs.
+    ///
+    /// The spot survey is what makes the first refusals cheap: before any survey, a range over the cap is
+    /// halved blind, and a dense burst around one heavy block took a dozen round trips in a row to narrow
+    /// down, with the writer idle. Once the first answers have chosen a probe, one spot survey of the
+    /// refused blocks lets the planner cut them where their logs are and send a heavy block straight to
+    /// narrower filters.
     pub fn next_survey(&mut self) -> Option<SurveyRequest> {
         let probe = self.survey.probe?;
+        if !self.survey.disabled && self.survey.spot_in_flight.is_none() {
+            if let Some(range) = self.spot_due.take().and_then(|r| self.unsurveyed_part(r)) {
+                self.survey.spot_in_flight = Some(range);
+                return Some(SurveyRequest {
+                    range,
+                    probe,
+                    spot: true,
+                });
+            }
+        }
         if self.survey.in_flight.is_some() || !self.survey_pending() {
             return None;
         }
@@ -222,7 +247,49 @@ impl Planner {
             .min(self.end);
         let range = BlockRange::new(cursor, last).expect("cursor <= last");
         self.survey.in_flight = Some(range);
-        Some(SurveyRequest { range, probe })
+        Some(SurveyRequest {
+            range,
+            probe,
+            spot: false,
+        })
+    }
+
+    /// The blocks of `range` from its start up to the first block surveyed or being surveyed; `None` when
+    /// its start is (or the rest is too short to be worth a request). The lookahead never goes below
+    /// `next`, and every refused range lies below it, so a spot survey never counts a block twice.
+    fn unsurveyed_part(&self, range: BlockRange) -> Option<BlockRange> {
+        // Only what is still to fetch: the refusal may be old news by the time a probe is chosen.
+        let outstanding = self
+            .pieces
+            .values()
+            .chain(self.handed_out.values())
+            .filter(|r| r.end() >= range.start() && r.start() <= range.end());
+        let (first, mut last) = outstanding.fold((None::<u64>, range.start()), |(lo, hi), r| {
+            (
+                Some(lo.map_or(r.start(), |lo| lo.min(r.start()))),
+                hi.max(r.end()),
+            )
+        });
+        let range = BlockRange::new(first?.max(range.start()), last.min(range.end()))?;
+        if range.start() < self.sampling_from {
+            return None;
+        }
+        last = range.end();
+        let surveyed = [
+            self.survey.covered,
+            self.survey.in_flight,
+            self.survey.spot,
+            self.survey.spot_in_flight,
+        ];
+        for s in surveyed.into_iter().flatten() {
+            if s.contains(range.start()) {
+                return None;
+            }
+            if s.start() > range.start() {
+                last = last.min(s.start() - 1);
+            }
+        }
+        BlockRange::new(range.start(), last).filter(|r| r.len() >= MIN_SPOT_BLOCKS)
     }
 
     /// Where the next survey starts: where the last ended, unless the fetching overtook it (it started late,
@@ -251,6 +318,15 @@ impl Planner {
         answer: Result<&[BlockNumber], Outcome>,
     ) {
         let range = request.range;
+        if request.spot {
+            debug_assert_eq!(self.survey.spot_in_flight, Some(range));
+            self.survey.spot_in_flight = None;
+            // A refused spot survey says nothing the lookahead needs: the ranges are halved blind.
+            if let Ok(blocks) = answer {
+                self.survey.record_spot(range, blocks);
+            }
+            return;
+        }
         debug_assert_eq!(self.survey.in_flight, Some(range));
         self.survey.in_flight = None;
         match answer {
@@ -363,9 +439,12 @@ impl Planner {
     /// Where a range starting at `start` and ending at `hard_last` at the latest should end.
     fn cut(&self, start: BlockNumber, hard_last: BlockNumber, waiting: Waiting) -> Cut {
         let target = self.config.target_logs as f64;
-        if self.survey.covers(start) && !self.survey.disabled {
-            let covered_end = self.survey.covered.map_or(start, |c| c.end());
-            let limit = hard_last.min(covered_end);
+        if let Some(surveyed) = self
+            .survey
+            .coverage(start)
+            .filter(|_| !self.survey.disabled)
+        {
+            let limit = hard_last.min(surveyed.end());
             let mut hits = 0;
             for (block, n) in self.survey.hits_in(start, limit) {
                 if self.survey.upper_estimate(hits + n) > target {
@@ -425,6 +504,9 @@ impl Planner {
                     .or_else(|| range.split_after(range.start() + cut - 1))
                 {
                     Some((first, rest)) => {
+                        if usable.is_none() && range.len() >= MIN_SPOT_BLOCKS {
+                            self.spot_due = Some(range);
+                        }
                         // A suggested range fits the node's cap: the node knows the density better than we do.
                         if usable.is_some() {
                             self.span = self.clamp(first.len());
@@ -743,7 +825,52 @@ mod tests {
             planner.report(next, Outcome::TooManyResults { suggested: None }),
             Verdict::Split
         );
+        assert!(
+            planner.next_survey().is_none_or(|s| !s.spot),
+            "the lookahead covers the refused range: no spot survey"
+        );
         assert_eq!(planner.next_range().map(|r| r.end()), Some(349));
+    }
+
+    #[test]
+    fn a_refused_range_no_survey_covers_gets_a_spot_survey_that_finds_its_heavy_block() {
+        let mut planner = Planner::new(CONFIG, range(0, 1_000_000), []);
+        let first = planner.next_range().unwrap();
+        planner.report(first, Outcome::TooManyResults { suggested: None });
+        assert_eq!(planner.next_survey(), None, "no probe yet");
+        let (a, b) = (planner.next_range().unwrap(), planner.next_range().unwrap());
+        assert_eq!((a, b), (range(0, 49), range(50, 99)));
+        // The first half's mix chooses a probe (a 5% share); the second half is refused again.
+        planner.observe_mix(a, 4_000, &[200, 3_800]);
+        planner.report(a, Outcome::Logs { n: 4_000 });
+        planner.report(b, Outcome::TooManyResults { suggested: None });
+        let spot = planner
+            .next_survey()
+            .expect("a spot survey of the refused blocks");
+        assert!(spot.spot);
+        assert_eq!(spot.range, b, "only the blocks still to fetch");
+        // The halves went out blind meanwhile; the survey finds nearly all the logs in block 60.
+        let (c, d) = (planner.next_range().unwrap(), planner.next_range().unwrap());
+        assert_eq!((c, d), (range(50, 74), range(75, 99)));
+        let mut hits = vec![60; 600];
+        hits.extend([52, 70, 80]);
+        hits.sort();
+        planner.report_survey(spot, Ok(&hits));
+        assert_eq!(planner.report(d, Outcome::Logs { n: 100 }), Verdict::Done);
+        // The next refusal splits where the logs are, and the heavy block goes alone to narrower filters.
+        assert_eq!(
+            planner.report(c, Outcome::TooManyResults { suggested: None }),
+            Verdict::Split
+        );
+        assert_eq!(planner.next_range(), Some(range(50, 59)));
+        let heavy = planner.next_range().unwrap();
+        assert_eq!(heavy, range(60, 60));
+        assert!(planner.expects_overflow(heavy));
+        assert_eq!(planner.next_range(), Some(range(61, 74)));
+        assert!(
+            planner.next_survey().is_none_or(|s| !s.spot),
+            "a refusal the spot covers needs no second one"
+        );
     }
 
     #[test]

@@ -57,6 +57,10 @@ pub(super) struct Survey {
     hits: BTreeMap<BlockNumber, u32>,
     /// The contiguous blocks surveyed so far (pruned from below as ranges are done).
     pub(super) covered: Option<BlockRange>,
+    /// Blocks of a refused range below `covered` surveyed on their own (a "spot" survey), pruned likewise.
+    pub(super) spot: Option<BlockRange>,
+    /// The spot survey in flight, if any.
+    pub(super) spot_in_flight: Option<BlockRange>,
     /// The span of the next survey request.
     pub(super) span: u64,
     /// The survey request in flight, if any (one at a time: each continues where the last ended).
@@ -74,6 +78,8 @@ impl Survey {
             disabled: false,
             hits: BTreeMap::new(),
             covered: None,
+            spot: None,
+            spot_in_flight: None,
             span: initial_span,
             in_flight: None,
         }
@@ -163,21 +169,43 @@ impl Survey {
         });
     }
 
+    /// Records the hits of a spot survey of `range`, which lies below every block the lookahead surveys
+    /// will reach, so no block is counted twice.
+    pub(super) fn record_spot(&mut self, range: BlockRange, blocks: &[BlockNumber]) {
+        for &block in blocks {
+            debug_assert!(range.contains(block), "the fetcher checks survey answers");
+            *self.hits.entry(block).or_default() += 1;
+        }
+        self.spot = Some(range);
+    }
+
     /// Forgets everything below `block` (those blocks are planned and reported).
     pub(super) fn prune_below(&mut self, block: BlockNumber) {
         self.hits = self.hits.split_off(&block);
-        if let Some(covered) = self.covered {
-            self.covered = if covered.end() < block {
-                None
-            } else {
-                BlockRange::new(covered.start().max(block), covered.end())
-            };
-        }
+        let prune = |surveyed: Option<BlockRange>| {
+            surveyed.and_then(|s| {
+                if s.end() < block {
+                    None
+                } else {
+                    BlockRange::new(s.start().max(block), s.end())
+                }
+            })
+        };
+        self.covered = prune(self.covered);
+        self.spot = prune(self.spot);
+    }
+
+    /// The surveyed stretch `block` lies in, if any.
+    pub(super) fn coverage(&self, block: BlockNumber) -> Option<BlockRange> {
+        [self.spot, self.covered]
+            .into_iter()
+            .flatten()
+            .find(|s| s.contains(block))
     }
 
     /// Whether `block` was surveyed.
     pub(super) fn covers(&self, block: BlockNumber) -> bool {
-        self.covered.is_some_and(|c| c.contains(block))
+        self.coverage(block).is_some()
     }
 
     /// Estimated logs of `hits` probe hits, plus [`SIGMAS`] standard deviations of their Poisson error.
