@@ -136,8 +136,8 @@ pub struct Planner {
     sampling_from: BlockNumber,
     /// The next block to survey.
     survey_cursor: BlockNumber,
-    /// A refused range to survey on its own, as soon as the spot survey is free.
-    spot_due: Option<BlockRange>,
+    /// Refused ranges to survey on their own, by start.
+    spots_due: BTreeMap<BlockNumber, BlockRange>,
     survey: Survey,
 }
 
@@ -170,7 +170,7 @@ impl Planner {
             exhausted: false,
             sampling_from,
             survey_cursor: sampling_from,
-            spot_due: None,
+            spots_due: BTreeMap::new(),
             survey: Survey::new(config.initial_span),
         }
     }
@@ -184,6 +184,11 @@ impl Planner {
             }
             self.end = end;
         }
+    }
+
+    /// The logs a range is cut to carry at most, by the estimate.
+    pub fn target_logs(&self) -> u64 {
+        self.config.target_logs
     }
 
     /// The span a new range would get now, where no survey covers it.
@@ -228,9 +233,12 @@ impl Planner {
     /// narrower filters.
     pub fn next_survey(&mut self) -> Option<SurveyRequest> {
         let probe = self.survey.probe?;
-        if !self.survey.disabled && self.survey.spot_in_flight.is_none() {
-            if let Some(range) = self.spot_due.take().and_then(|r| self.unsurveyed_part(r)) {
-                self.survey.spot_in_flight = Some(range);
+        while let Some((_, due)) = self.spots_due.pop_first() {
+            if self.survey.disabled {
+                break;
+            }
+            if let Some(range) = self.unsurveyed_part(due) {
+                self.survey.spots_in_flight.insert(range.start(), range);
                 return Some(SurveyRequest {
                     range,
                     probe,
@@ -275,13 +283,12 @@ impl Planner {
             return None;
         }
         last = range.end();
-        let surveyed = [
-            self.survey.covered,
-            self.survey.in_flight,
-            self.survey.spot,
-            self.survey.spot_in_flight,
-        ];
-        for s in surveyed.into_iter().flatten() {
+        let surveyed = [self.survey.covered, self.survey.in_flight]
+            .into_iter()
+            .flatten()
+            .chain(self.survey.spots.values().copied())
+            .chain(self.survey.spots_in_flight.values().copied());
+        for s in surveyed {
             if s.contains(range.start()) {
                 return None;
             }
@@ -319,8 +326,8 @@ impl Planner {
     ) {
         let range = request.range;
         if request.spot {
-            debug_assert_eq!(self.survey.spot_in_flight, Some(range));
-            self.survey.spot_in_flight = None;
+            let surveyed = self.survey.spots_in_flight.remove(&range.start());
+            debug_assert_eq!(surveyed, Some(range));
             // A refused spot survey says nothing the lookahead needs: the ranges are halved blind.
             if let Ok(blocks) = answer {
                 self.survey.record_spot(range, blocks);
@@ -505,7 +512,7 @@ impl Planner {
                 {
                     Some((first, rest)) => {
                         if usable.is_none() && range.len() >= MIN_SPOT_BLOCKS {
-                            self.spot_due = Some(range);
+                            self.spots_due.insert(range.start(), range);
                         }
                         // A suggested range fits the node's cap: the node knows the density better than we do.
                         if usable.is_some() {

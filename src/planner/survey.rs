@@ -57,10 +57,11 @@ pub(super) struct Survey {
     hits: BTreeMap<BlockNumber, u32>,
     /// The contiguous blocks surveyed so far (pruned from below as ranges are done).
     pub(super) covered: Option<BlockRange>,
-    /// Blocks of a refused range below `covered` surveyed on their own (a "spot" survey), pruned likewise.
-    pub(super) spot: Option<BlockRange>,
-    /// The spot survey in flight, if any.
-    pub(super) spot_in_flight: Option<BlockRange>,
+    /// Blocks of refused ranges surveyed on their own ("spot" surveys) by start, disjoint from each other
+    /// and from `covered`, pruned likewise.
+    pub(super) spots: BTreeMap<BlockNumber, BlockRange>,
+    /// Spot surveys in flight, by start.
+    pub(super) spots_in_flight: BTreeMap<BlockNumber, BlockRange>,
     /// The span of the next survey request.
     pub(super) span: u64,
     /// The survey request in flight, if any (one at a time: each continues where the last ended).
@@ -78,8 +79,8 @@ impl Survey {
             disabled: false,
             hits: BTreeMap::new(),
             covered: None,
-            spot: None,
-            spot_in_flight: None,
+            spots: BTreeMap::new(),
+            spots_in_flight: BTreeMap::new(),
             span: initial_span,
             in_flight: None,
         }
@@ -176,7 +177,7 @@ impl Survey {
             debug_assert!(range.contains(block), "the fetcher checks survey answers");
             *self.hits.entry(block).or_default() += 1;
         }
-        self.spot = Some(range);
+        self.spots.insert(range.start(), range);
     }
 
     /// Forgets everything below `block` (those blocks are planned and reported).
@@ -192,12 +193,18 @@ impl Survey {
             })
         };
         self.covered = prune(self.covered);
-        self.spot = prune(self.spot);
+        let above = self.spots.split_off(&block);
+        let straddling = self.spots.pop_last().and_then(|(_, s)| prune(Some(s)));
+        self.spots = above;
+        if let Some(s) = straddling {
+            self.spots.insert(s.start(), s);
+        }
     }
 
     /// The surveyed stretch `block` lies in, if any.
     pub(super) fn coverage(&self, block: BlockNumber) -> Option<BlockRange> {
-        [self.spot, self.covered]
+        let spot = self.spots.range(..=block).next_back().map(|(_, s)| *s);
+        [spot, self.covered]
             .into_iter()
             .flatten()
             .find(|s| s.contains(block))
