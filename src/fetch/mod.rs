@@ -2,9 +2,10 @@
 //! fetched ranges strictly in block order.
 //!
 //! At most `max_concurrency` requests are in flight (fewer for a while after a query timeout: a timeout is
-//! a cost problem, not a density one), and a reorder buffer bounded by the in-flight window holds ranges
-//! that finished early, so memory depends on the window, never on the chain's length. Nothing here writes
-//! to a database or decides what a log means.
+//! a cost problem, not a density one), and a reorder buffer bounded in logs (`max_concurrency + 2`
+//! target-sized ranges, requests in flight included) holds ranges that finished early, so memory depends on
+//! that budget, never on the chain's length. Answers keep coming in while the writer is busy, so sparse
+//! stretches are fetched ahead of it. Nothing here writes to a database or decides what a log means.
 
 mod gate;
 
@@ -25,6 +26,10 @@ mod simulation;
 use crate::planner::{Outcome, Planner, SurveyRequest, Verdict};
 use crate::primitives::{BlockNumber, BlockRange, Log};
 use crate::rpc::{self, Blocks, Class, Client, LogFilter, SplitReason};
+
+/// Ranges fetched ahead of the next one to send, at most, however few logs they hold: a sanity bound on
+/// the bookkeeping, far above what the log budget lets through in a dense stretch.
+const MAX_READY_RANGES: usize = 256;
 
 /// Why fetching stopped.
 #[derive(Debug, thiserror::Error)]
@@ -186,12 +191,18 @@ pub async fn run(
     cancel: CancellationToken,
 ) -> Result<(), Error> {
     let max_concurrency = gate.config().max_concurrency.max(1);
-    // Ranges finished ahead of the next one to send wait here; bounded by this window.
-    let window = max_concurrency + 2;
+    // What is fetched and not yet sent is bounded in logs, not in ranges: `max_concurrency + 2` ranges of
+    // the target size, counting each request in flight at the target. Where the writer is the bottleneck
+    // (dense stretches) that holds what a window of ranges held; where logs are sparse, many small ranges
+    // fit, so the fetcher runs ahead through them while the writer is busy, instead of idling with the
+    // network once it catches up.
+    let target = usize::try_from(planner.target_logs()).unwrap_or(usize::MAX);
+    let budget = (max_concurrency + 2).saturating_mul(target);
     let mut allowed = max_concurrency;
     let mut successes_since_ease = 0usize;
     let mut in_flight: JoinSet<Task> = JoinSet::new();
     let mut ready: BTreeMap<BlockNumber, Fetched> = BTreeMap::new();
+    let mut ready_logs = 0usize;
     let mut next_to_send: Option<BlockNumber> = None;
     // The selection is fixed from the sampling start on: surveys probe it.
     let sampling_selection = select(BlockRange::single(planner.sampling_start()));
@@ -221,10 +232,11 @@ pub async fn run(
                 });
             }
         }
-        // Requests in flight count against the window too: when the writer is the bottleneck, what waits
-        // for it stays at `window` ranges, not `window` plus `max_concurrency`.
+        // Split pieces go out whatever the budget: every later range waits for them.
         while in_flight.len() < allowed
-            && (in_flight.len() + ready.len() < window || planner.has_pieces())
+            && (planner.has_pieces()
+                || (ready.len() < MAX_READY_RANGES
+                    && ready_logs.saturating_add(in_flight.len().saturating_mul(target)) < budget))
         {
             let Some(range) = planner.next_range() else {
                 break;
@@ -248,11 +260,24 @@ pub async fn run(
                 Task::Range(range, logs.and_then(|logs| checked(range, &filter, logs)))
             });
         }
-        let Some(joined) = (tokio::select! {
+        // Send the next range in order as soon as the writer has room, and meanwhile keep taking answers in
+        // (and so handing out requests): the fetcher never waits for the writer while it has budget left.
+        let sendable = next_to_send.is_some_and(|next| ready.contains_key(&next));
+        if in_flight.is_empty() && !sendable {
+            break; // nothing in flight, nothing to send and nothing left to plan
+        }
+        let joined = tokio::select! {
             _ = cancel.cancelled() => return Err(Error::Interrupted),
-            joined = in_flight.join_next() => joined,
-        }) else {
-            break; // nothing in flight and nothing left to plan
+            place = out.reserve(), if sendable => {
+                let Ok(place) = place else { return Err(Error::Interrupted) };
+                let next = next_to_send.expect("sendable");
+                let fetched = ready.remove(&next).expect("sendable");
+                ready_logs -= fetched.logs.len();
+                next_to_send = Some(fetched.range.end() + 1);
+                place.send(fetched);
+                continue;
+            }
+            Some(joined) = in_flight.join_next() => joined,
         };
         let (range, result, counted) = match joined.expect("fetch tasks do not panic") {
             Task::Survey(request, result) => {
@@ -285,6 +310,7 @@ pub async fn run(
                     },
                 );
                 tracing::debug!(%range, n = logs.len(), next_span = planner.span(), "fetched");
+                ready_logs += logs.len();
                 ready.insert(range.start(), Fetched { range, logs });
                 successes_since_ease += 1;
                 if allowed < max_concurrency && successes_since_ease >= 8 {
@@ -305,13 +331,6 @@ pub async fn run(
                 }
             }
             Err(err) => return Err(err),
-        }
-        while let Some(fetched) = next_to_send.and_then(|next| ready.remove(&next)) {
-            next_to_send = Some(fetched.range.end() + 1);
-            tokio::select! {
-                _ = cancel.cancelled() => return Err(Error::Interrupted),
-                sent = out.send(fetched) => if sent.is_err() { return Err(Error::Interrupted) },
-            }
         }
     }
     debug_assert!(ready.is_empty(), "every fetched range was sent");
