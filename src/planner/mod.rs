@@ -267,22 +267,19 @@ impl Planner {
     /// `next`, and every refused range lies below it, so a spot survey never counts a block twice.
     fn unsurveyed_part(&self, range: BlockRange) -> Option<BlockRange> {
         // Only what is still to fetch: the refusal may be old news by the time a probe is chosen.
-        let outstanding = self
-            .pieces
-            .values()
-            .chain(self.handed_out.values())
-            .filter(|r| r.end() >= range.start() && r.start() <= range.end());
-        let (first, mut last) = outstanding.fold((None::<u64>, range.start()), |(lo, hi), r| {
-            (
-                Some(lo.map_or(r.start(), |lo| lo.min(r.start()))),
-                hi.max(r.end()),
-            )
-        });
-        let range = BlockRange::new(first?.max(range.start()), last.min(range.end()))?;
+        let outstanding = || {
+            self.pieces
+                .values()
+                .chain(self.handed_out.values())
+                .filter(|r| r.end() >= range.start() && r.start() <= range.end())
+        };
+        let first = outstanding().map(BlockRange::start).min()?;
+        let last = outstanding().map(BlockRange::end).max()?;
+        let range = BlockRange::new(first.max(range.start()), last.min(range.end()))?;
         if range.start() < self.sampling_from {
             return None;
         }
-        last = range.end();
+        let mut last = range.end();
         let surveyed = [self.survey.covered, self.survey.in_flight]
             .into_iter()
             .flatten()

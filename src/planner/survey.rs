@@ -158,10 +158,7 @@ impl Survey {
 
     /// Records the hits of a survey of `range` (one entry per probe log) and extends the covered blocks.
     pub(super) fn record(&mut self, range: BlockRange, blocks: &[BlockNumber]) {
-        for &block in blocks {
-            debug_assert!(range.contains(block), "the fetcher checks survey answers");
-            *self.hits.entry(block).or_default() += 1;
-        }
+        self.count_hits(range, blocks);
         self.covered = Some(match self.covered {
             Some(covered) if covered.end() + 1 == range.start() => {
                 BlockRange::new(covered.start(), range.end()).expect("start <= end")
@@ -173,11 +170,16 @@ impl Survey {
     /// Records the hits of a spot survey of `range`, which lies below every block the lookahead surveys
     /// will reach, so no block is counted twice.
     pub(super) fn record_spot(&mut self, range: BlockRange, blocks: &[BlockNumber]) {
+        self.count_hits(range, blocks);
+        self.spots.insert(range.start(), range);
+    }
+
+    /// One hit per probe log of a survey of `range`.
+    fn count_hits(&mut self, range: BlockRange, blocks: &[BlockNumber]) {
         for &block in blocks {
             debug_assert!(range.contains(block), "the fetcher checks survey answers");
             *self.hits.entry(block).or_default() += 1;
         }
-        self.spots.insert(range.start(), range);
     }
 
     /// Forgets everything below `block` (those blocks are planned and reported).
