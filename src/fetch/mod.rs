@@ -209,28 +209,31 @@ pub async fn run(
     let probes = probes(&sampling_selection);
 
     loop {
-        if in_flight.len() < allowed {
-            if let Some(request) = planner.next_survey() {
-                let probe = &probes[request.probe];
-                let filter = LogFilter {
-                    blocks: Blocks::Range(request.range),
-                    addresses: vec![probe.address],
-                    topic0: probe
-                        .topic0
-                        .map(|t| vec![t])
-                        .or_else(|| sampling_selection.topic0.clone()),
-                };
-                let (client, gate) = (client.clone(), gate.clone());
-                in_flight.spawn(async move {
-                    let logs = gate
-                        .run("eth_getLogs", OnSplit::Return, || client.get_logs(&filter))
-                        .await;
-                    let blocks = logs
-                        .and_then(|logs| checked(request.range, &filter, logs))
-                        .map(|logs| logs.iter().map(|log| log.block_number).collect());
-                    Task::Survey(request, blocks)
-                });
-            }
+        // Surveys first, all that are due (a spot survey and the lookahead can be due together): a range
+        // cut before the lookahead survey is in flight would be cut blind.
+        while in_flight.len() < allowed {
+            let Some(request) = planner.next_survey() else {
+                break;
+            };
+            let probe = &probes[request.probe];
+            let filter = LogFilter {
+                blocks: Blocks::Range(request.range),
+                addresses: vec![probe.address],
+                topic0: probe
+                    .topic0
+                    .map(|t| vec![t])
+                    .or_else(|| sampling_selection.topic0.clone()),
+            };
+            let (client, gate) = (client.clone(), gate.clone());
+            in_flight.spawn(async move {
+                let logs = gate
+                    .run("eth_getLogs", OnSplit::Return, || client.get_logs(&filter))
+                    .await;
+                let blocks = logs
+                    .and_then(|logs| checked(request.range, &filter, logs))
+                    .map(|logs| logs.iter().map(|log| log.block_number).collect());
+                Task::Survey(request, blocks)
+            });
         }
         // Split pieces go out whatever the budget: every later range waits for them.
         while in_flight.len() < allowed

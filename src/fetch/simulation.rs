@@ -143,10 +143,11 @@ fn simulate(chain: &Chain, config: PlannerConfig, head: BlockNumber) -> Tally {
         refused: 0,
     };
     loop {
-        if outstanding.len() < MAX_CONCURRENCY {
-            if let Some(survey) = planner.next_survey() {
-                outstanding.push_back(Item::Survey(survey));
-            }
+        while outstanding.len() < MAX_CONCURRENCY {
+            let Some(survey) = planner.next_survey() else {
+                break;
+            };
+            outstanding.push_back(Item::Survey(survey));
         }
         while outstanding.len() < MAX_CONCURRENCY {
             match planner.next_range() {
@@ -210,12 +211,17 @@ fn simulate(chain: &Chain, config: PlannerConfig, head: BlockNumber) -> Tally {
 }
 
 /// Simulates a backfill of the chain of `seed` with the default `[sync]` limits; returns the requests made
-/// and the fewest possible.
-fn requests_against_bound(seed: u64) -> (u64, u64) {
-    let truth = GroundTruth::detached(&DevNodeConfig {
+/// and the fewest possible. `sparse` picks the shape of `bench --preset sparse`: ten times the blocks at a
+/// twentieth of the density, so dense bursts and heavy blocks sit between long quiet stretches.
+fn requests_against_bound(seed: u64, sparse: bool) -> (u64, u64) {
+    let mut node = DevNodeConfig {
         seed,
         ..DevNodeConfig::default()
-    });
+    };
+    if sparse {
+        (node.chain.blocks, node.chain.density) = (2_000_000, 0.05);
+    }
+    let truth = GroundTruth::detached(&node);
     let chain = Chain::new(&truth);
     let bound = crate::bench::fewest_requests(&truth, crate::config::DEFAULT_MAX_BLOCK_RANGE);
     let config = PlannerConfig {
@@ -225,7 +231,8 @@ fn requests_against_bound(seed: u64) -> (u64, u64) {
     };
     let tally = simulate(&chain, config, truth.head());
     eprintln!(
-        "seed {seed}: {} requests ({} surveys, {} refused), bound {bound}, {:.2}x",
+        "seed {seed}{}: {} requests ({} surveys, {} refused), bound {bound}, {:.2}x",
+        if sparse { " (sparse)" } else { "" },
         tally.requests,
         tally.surveys,
         tally.refused,
@@ -234,9 +241,21 @@ fn requests_against_bound(seed: u64) -> (u64, u64) {
     (tally.requests, bound)
 }
 
+/// The mean ratio of requests to the bound over the chains of `seeds`.
+fn mean_ratio(seeds: &[u64], sparse: bool) -> f64 {
+    let ratios: Vec<f64> = seeds
+        .iter()
+        .map(|&seed| {
+            let (requests, bound) = requests_against_bound(seed, sparse);
+            requests as f64 / bound as f64
+        })
+        .collect();
+    ratios.iter().sum::<f64>() / ratios.len() as f64
+}
+
 #[test]
 fn a_backfill_of_the_default_chain_takes_at_most_1_3x_the_fewest_requests() {
-    let (requests, bound) = requests_against_bound(DevNodeConfig::default().seed);
+    let (requests, bound) = requests_against_bound(DevNodeConfig::default().seed, false);
     assert!(
         requests as f64 <= 1.3 * bound as f64,
         "{requests} requests for a bound of {bound}"
@@ -245,13 +264,24 @@ fn a_backfill_of_the_default_chain_takes_at_most_1_3x_the_fewest_requests() {
 
 #[test]
 fn backfills_of_other_chains_take_1_3x_the_fewest_requests_on_average() {
-    let ratios: Vec<f64> = [1, 2, 3, 4]
-        .into_iter()
-        .map(|seed| {
-            let (requests, bound) = requests_against_bound(seed);
-            requests as f64 / bound as f64
-        })
-        .collect();
-    let mean = ratios.iter().sum::<f64>() / ratios.len() as f64;
-    assert!(mean <= 1.3, "mean {mean:.3} of {ratios:?}");
+    let mean = mean_ratio(&[1, 2, 3, 4], false);
+    assert!(mean <= 1.3, "mean {mean:.3}");
+}
+
+/// Before the probe was chosen after 300 logs (it was 1,000) and every due survey went out ahead of the
+/// ranges, seed 7 took 186 requests (1.34x) and seed 1 192 (1.36x): the first blocks were too sparse to
+/// choose a probe, and a dense burst behind them was halved blind, up to ten refusals in a row.
+#[test]
+fn a_backfill_of_the_sparse_chain_takes_at_most_1_3x_the_fewest_requests() {
+    let (requests, bound) = requests_against_bound(DevNodeConfig::default().seed, true);
+    assert!(
+        requests as f64 <= 1.3 * bound as f64,
+        "{requests} requests for a bound of {bound}"
+    );
+}
+
+#[test]
+fn backfills_of_other_sparse_chains_take_1_3x_the_fewest_requests_on_average() {
+    let mean = mean_ratio(&[1, 2, 3, 4], true);
+    assert!(mean <= 1.3, "mean {mean:.3}");
 }
