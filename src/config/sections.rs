@@ -38,7 +38,7 @@ pub const DEFAULT_MAX_BLOCK_RANGE: u64 = 100_000;
 pub const DEFAULT_TARGET_LOGS_PER_REQUEST: u64 = 9500;
 /// `sync.max_batch_logs`.
 pub const DEFAULT_MAX_BATCH_LOGS: usize = 5000;
-/// `sync.max_queued_batches`: the reorder buffer already holds up to `max_concurrency + 2` target-sized
+/// `sync.max_queued_batches`: the reorder buffer already holds up to `max_concurrency` target-sized
 /// ranges' worth of logs ahead of the writer, so two more only cover the hand-over (4 held 7 MB more at the same speed, docs/BENCHMARKS.md).
 pub const DEFAULT_MAX_QUEUED_BATCHES: usize = 2;
 /// `sync.max_reorg_depth`.

@@ -2,8 +2,8 @@
 //! fetched ranges strictly in block order.
 //!
 //! At most `max_concurrency` requests are in flight (fewer for a while after a query timeout: a timeout is
-//! a cost problem, not a density one), and a reorder buffer bounded in logs (`max_concurrency + 2`
-//! target-sized ranges, requests in flight included) holds ranges that finished early, so memory depends on
+//! a cost problem, not a density one), and a reorder buffer bounded in logs (`max_concurrency`
+//! target-sized ranges, requests and surveys in flight included) holds ranges that finished early, so memory depends on
 //! that budget, never on the chain's length. Answers keep coming in while the writer is busy, so sparse
 //! stretches are fetched ahead of it. Nothing here writes to a database or decides what a log means.
 
@@ -191,19 +191,27 @@ pub async fn run(
     cancel: CancellationToken,
 ) -> Result<(), Error> {
     let max_concurrency = gate.config().max_concurrency.max(1);
-    // What is fetched and not yet sent is bounded in logs, not in ranges: `max_concurrency + 2` ranges of
-    // the target size, counting each request in flight at the target. Where the writer is the bottleneck
-    // (dense stretches) that holds what a window of ranges held; where logs are sparse, many small ranges
-    // fit, so the fetcher runs ahead through them while the writer is busy, instead of idling with the
-    // network once it catches up.
+    // What is fetched and not yet sent is bounded in logs, not in ranges: `max_concurrency` ranges of the
+    // target size, counting each request in flight at the target, so with nothing waiting every worker can
+    // be busy. Where the writer is the bottleneck (dense stretches) that is all it needs (a larger budget
+    // only sat in memory: +2 ranges cost 8 MB of peak at the same speed, docs/BENCHMARKS.md); where logs are
+    // sparse, many small ranges fit, so the fetcher runs ahead through them while the writer is busy,
+    // instead of idling with the network once it catches up.
     let target = usize::try_from(planner.target_logs()).unwrap_or(usize::MAX);
-    let budget = (max_concurrency + 2).saturating_mul(target);
+    let budget = max_concurrency.saturating_mul(target);
     let mut allowed = max_concurrency;
     let mut successes_since_ease = 0usize;
     let mut in_flight: JoinSet<Task> = JoinSet::new();
     let mut ready: BTreeMap<BlockNumber, Fetched> = BTreeMap::new();
     let mut ready_logs = 0usize;
     let mut next_to_send: Option<BlockNumber> = None;
+    // Surveys count like ranges: a survey answer is a body of up to a range's size, and one arriving on
+    // top of a full budget was what raised the peak at 10x the chain (docs/BENCHMARKS.md).
+    let within_budget =
+        |ready: &BTreeMap<BlockNumber, Fetched>, ready_logs: usize, in_flight: usize| {
+            ready.len() < MAX_READY_RANGES
+                && ready_logs.saturating_add(in_flight.saturating_mul(target)) < budget
+        };
     // The selection is fixed from the sampling start on: surveys probe it.
     let sampling_selection = select(BlockRange::single(planner.sampling_start()));
     let probes = probes(&sampling_selection);
@@ -211,7 +219,7 @@ pub async fn run(
     loop {
         // Surveys first, all that are due (a spot survey and the lookahead can be due together): a range
         // cut before the lookahead survey is in flight would be cut blind.
-        while in_flight.len() < allowed {
+        while in_flight.len() < allowed && within_budget(&ready, ready_logs, in_flight.len()) {
             let Some(request) = planner.next_survey() else {
                 break;
             };
@@ -237,9 +245,7 @@ pub async fn run(
         }
         // Split pieces go out whatever the budget: every later range waits for them.
         while in_flight.len() < allowed
-            && (planner.has_pieces()
-                || (ready.len() < MAX_READY_RANGES
-                    && ready_logs.saturating_add(in_flight.len().saturating_mul(target)) < budget))
+            && (planner.has_pieces() || within_budget(&ready, ready_logs, in_flight.len()))
         {
             let Some(range) = planner.next_range() else {
                 break;
@@ -312,7 +318,7 @@ pub async fn run(
                         n: logs.len() as u64,
                     },
                 );
-                tracing::debug!(%range, n = logs.len(), next_span = planner.span(), "fetched");
+                tracing::debug!(%range, n = logs.len(), next_span = planner.span(), ready_logs = ready_logs + logs.len(), in_flight = in_flight.len(), "fetched");
                 ready_logs += logs.len();
                 ready.insert(range.start(), Fetched { range, logs });
                 successes_since_ease += 1;
