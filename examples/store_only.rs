@@ -43,7 +43,7 @@ async fn main() {
     .expect("config.toml loads");
     let head = truth.head();
     // Generated lazily, outside the timed part.
-    let ranges = logslice::bench::truth_chunks(truth, head);
+    let ranges = logslice::bench::truth_chunks(truth, head, config.sync.target_logs_per_request);
     let started = Instant::now();
     let report = logslice::pipeline::store_only(&config, ranges)
         .await

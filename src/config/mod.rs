@@ -144,7 +144,7 @@ pub struct SyncConfig {
     pub initial_block_range: u64,
     /// `max_block_range`, default 100000.
     pub max_block_range: u64,
-    /// `target_logs_per_request`, default 5000.
+    /// `target_logs_per_request`, default 9500.
     pub target_logs_per_request: u64,
     /// `max_batch_logs`, default 5000: rows per committed transaction (soft; a range is never split across batches).
     pub max_batch_logs: usize,
