@@ -3,8 +3,8 @@
 //!
 //! At most `max_concurrency` requests are in flight (fewer for a while after a query timeout: a timeout is
 //! a cost problem, not a density one), and a reorder buffer bounded in logs (`max_concurrency`
-//! target-sized ranges, requests and surveys in flight included) holds ranges that finished early, so memory depends on
-//! that budget, never on the chain's length. Answers keep coming in while the writer is busy, so sparse
+//! target-sized ranges, requests and surveys in flight included) holds ranges that finished early, so
+//! memory depends on that budget, never on the chain's length. Answers keep coming in while the writer is busy, so sparse
 //! stretches are fetched ahead of it. Nothing here writes to a database or decides what a log means.
 
 mod gate;
