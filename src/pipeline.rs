@@ -753,7 +753,12 @@ impl<'a> Ctx<'a> {
                     batch.typed.len() as u64,
                     committing.elapsed(),
                 );
-                tracing::debug!(range = %batch.range.map(|r| r.to_string()).unwrap_or_default(), logs = batch.logs.len(), ms = committing.elapsed().as_millis() as u64, "committed");
+                tracing::debug!(
+                    range = %batch.range.map(|r| r.to_string()).unwrap_or_default(),
+                    logs = batch.logs.len(),
+                    ms = committing.elapsed().as_millis() as u64,
+                    "committed"
+                );
                 drop(batch);
                 release_freed_memory();
             }

@@ -4,8 +4,9 @@
 //! At most `max_concurrency` requests are in flight (fewer for a while after a query timeout: a timeout is
 //! a cost problem, not a density one), and a reorder buffer bounded in logs (`max_concurrency`
 //! target-sized ranges, requests and surveys in flight included) holds ranges that finished early, so
-//! memory depends on that budget, never on the chain's length. Answers keep coming in while the writer is busy, so sparse
-//! stretches are fetched ahead of it. Nothing here writes to a database or decides what a log means.
+//! memory depends on that budget, never on the chain's length. Answers keep coming in while the writer is
+//! busy, so sparse stretches are fetched ahead of it. Nothing here writes to a database or decides what a
+//! log means.
 
 mod gate;
 
@@ -318,8 +319,15 @@ pub async fn run(
                         n: logs.len() as u64,
                     },
                 );
-                tracing::debug!(%range, n = logs.len(), next_span = planner.span(), ready_logs = ready_logs + logs.len(), in_flight = in_flight.len(), "fetched");
                 ready_logs += logs.len();
+                tracing::debug!(
+                    %range,
+                    n = logs.len(),
+                    next_span = planner.span(),
+                    ready_logs,
+                    in_flight = in_flight.len(),
+                    "fetched"
+                );
                 ready.insert(range.start(), Fetched { range, logs });
                 successes_since_ease += 1;
                 if allowed < max_concurrency && successes_since_ease >= 8 {
