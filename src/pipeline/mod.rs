@@ -14,6 +14,10 @@ use std::time::{Duration, Instant};
 use alloy_primitives::{Address, B256};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::AbortOnDropHandle;
+
+mod head;
+use head::HeadRead;
 
 use crate::config::{Config, DatabaseUrl, Endpoint, Finality, NodeConfig, Transport};
 use crate::decode::EventDecoder;
@@ -128,10 +132,6 @@ impl SyncReport {
         self.typed_rows += batch.typed.len() as u64;
     }
 }
-
-/// Headers asked for in one JSON-RPC batch: geth takes up to 1,000 calls in one; a batch of the 64 blocks
-/// above `finalized` replaced 64 requests with one.
-const HEADERS_PER_BATCH: u64 = 100;
 
 /// A connected node: the client, its gate, and the in-process devnode behind `sim://`, kept alive.
 pub struct Node {
@@ -286,6 +286,15 @@ impl Node {
             .run("eth_chainId", OnSplit::Retry, || self.client.chain_id())
             .await
             .map_err(self.error())
+    }
+
+    /// The node's finalized block (0 when it has none yet).
+    ///
+    /// # Errors
+    /// [`Error::Node`].
+    async fn finalized(&self) -> Result<BlockNumber, Error> {
+        let header = self.header(BlockTag::Finalized).await?;
+        Ok(header.map_or(0, |h| h.number))
     }
 
     /// Resolves a target to a block number.
@@ -513,6 +522,22 @@ impl Job {
             .min()
     }
 
+    /// The blocks of the next step near the head, up to `end`: from the first block any contract still
+    /// needs, up to the block before a contract that joins inside (the step after includes it, as the
+    /// planner's boundaries do for backfill; otherwise its checkpoint would move past logs never asked for).
+    fn head_span(&self, end: BlockNumber) -> Option<BlockRange> {
+        head_span(self.contracts.iter().map(|c| c.next), end)
+    }
+
+    /// [`Job::head_span`] once a backfill has committed every contract up to `backfilled`.
+    fn head_span_after(&self, backfilled: BlockNumber, end: BlockNumber) -> Option<BlockRange> {
+        let nexts = self
+            .contracts
+            .iter()
+            .map(|c| c.next.max(backfilled.saturating_add(1)));
+        head_span(nexts, end)
+    }
+
     fn planner(&self, config: &Config, plan: BlockRange) -> Planner {
         Planner::new(
             PlannerConfig {
@@ -536,7 +561,7 @@ struct Ctx<'a> {
     config: &'a Config,
     /// Progress bar or lines, metrics, and the clock `/health` reads.
     observer: &'a Observer,
-    node: Node,
+    node: Arc<Node>,
     sink: Sink,
     db: String,
     job: Job,
@@ -557,6 +582,16 @@ impl<'a> Ctx<'a> {
     async fn open(config: &'a Config, observer: &'a Observer) -> Result<Ctx<'a>, Error> {
         let node = Node::connect(&config.node).await?;
         let chain_id = node.chain_id().await?;
+        Self::attach(config, observer, node, chain_id).await
+    }
+
+    /// Opens the database for `node`, which serves chain `chain_id`, and prepares the job.
+    async fn attach(
+        config: &'a Config,
+        observer: &'a Observer,
+        node: Node,
+        chain_id: u64,
+    ) -> Result<Ctx<'a>, Error> {
         let (mut sink, db) = open_sink(config).await?;
         let db_error = |source| Error::Database {
             database: db.clone(),
@@ -569,7 +604,7 @@ impl<'a> Ctx<'a> {
         Ok(Ctx {
             config,
             observer,
-            node,
+            node: Arc::new(node),
             sink,
             db,
             job,
@@ -603,10 +638,7 @@ impl<'a> Ctx<'a> {
     async fn finalized(&self, head: BlockNumber) -> Result<BlockNumber, Error> {
         match self.config.sync.finality {
             Finality::Confirmations(n) => Ok(head.saturating_sub(n)),
-            Finality::Finalized => {
-                let header = self.header(BlockTag::Finalized).await?;
-                Ok(header.map_or(0, |h| h.number).min(head))
-            }
+            Finality::Finalized => Ok(self.node.finalized().await?.min(head)),
         }
     }
 
@@ -797,53 +829,37 @@ impl<'a> Ctx<'a> {
 
     /// Indexes blocks above finality up to `end`, remembering their hashes: headers first (they must link
     /// to what the database holds, or it is a reorg), then the logs, which are committed only if their block
-    /// hashes are those headers' and no block whose bloom promises a log came back empty.
+    /// hashes are those headers' and no block whose bloom promises a log came back empty. `prefetched` is a
+    /// read of the node made earlier (while the backfill committed); it is used if it covers this step.
     async fn near_head(
         &mut self,
         end: BlockNumber,
+        prefetched: Option<HeadRead>,
         report: &mut SyncReport,
     ) -> Result<Step, Error> {
-        let Some(start) = self.job.start(end) else {
+        let Some(span) = self.job.head_span(end) else {
             return Ok(Step::Done);
         };
+        let read = match prefetched.filter(|read| read.span == span) {
+            Some(read) => read,
+            None => {
+                head::read(
+                    self.node.clone(),
+                    self.job.selector(),
+                    self.job.interests(),
+                    span,
+                )
+                .await?
+            }
+        };
+        let start = span.start();
         let tracked = self.sink.tracked_blocks().await.map_err(self.db_error())?;
+        // Below what we track the block before the span is final, so the node's answer is the truth.
         let anchor = match start.checked_sub(1) {
             None => None,
-            Some(before) => match tracked.get(&before) {
-                Some(block) => Some(block.hash),
-                // Below what we track: final, so the node's answer is the truth.
-                None => self.header(BlockTag::Number(before)).await?.map(|h| h.hash),
-            },
+            Some(before) => tracked.get(&before).map(|b| b.hash).or(read.before),
         };
-        // A contract that joins above `start` is not in this step's filter: stop before it joins (the next
-        // step includes it), as the planner's boundaries do for backfill. Otherwise its checkpoint would
-        // move past logs that were never asked for.
-        let end = match self
-            .job
-            .contracts
-            .iter()
-            .map(|c| c.next)
-            .filter(|&next| next > start)
-            .min()
-        {
-            Some(joins) => end.min(joins - 1),
-            None => end,
-        };
-        let mut headers = Vec::new();
-        // Read the headers in order, a batch at a time; stop at the first the node does not have (a lagging
-        // replica, or a head that went backwards): never advance past it.
-        let mut next = start;
-        'read: while next <= end {
-            let chunk_end = end.min(next + HEADERS_PER_BATCH - 1);
-            let numbers: Vec<BlockNumber> = (next..=chunk_end).collect();
-            for (n, header) in numbers.iter().zip(self.node.headers(&numbers).await?) {
-                match header {
-                    Some(h) if h.number == *n => headers.push(h),
-                    _ => break 'read,
-                }
-            }
-            next = chunk_end + 1;
-        }
+        let headers = read.headers;
         let Some(last) = headers.last().map(|h| h.number) else {
             return Ok(Step::Retry(format!(
                 "the node does not know block {start} yet"
@@ -861,85 +877,18 @@ impl<'a> Ctx<'a> {
                 ))
             }
         }
-        let range = BlockRange::new(start, last).expect("start <= last");
-        let selection = self.job.selector()(range);
-        let filter = rpc::LogFilter {
-            blocks: rpc::Blocks::Range(range),
-            addresses: selection.addresses.clone(),
-            topic0: selection.topic0.clone(),
-        };
-        let logs = match self
-            .node
-            .gate
-            .run("eth_getLogs", OnSplit::Return, || {
-                self.node.client.get_logs(&filter)
-            })
-            .await
-        {
+        let logs = match read.logs {
             Ok(logs) => logs,
-            // Near the head a range is short; a split answer here means a dense block: fetch block by block.
-            Err(fetch::Error::Split(_)) => {
-                let mut logs = Vec::new();
-                for block in start..=last {
-                    let part = fetch::fetch_block_by_filters(
-                        &self.node.client,
-                        &self.node.gate,
-                        block,
-                        selection.clone(),
-                        fetch::FirstRequest::Whole,
-                    )
-                    .await
-                    .map_err(self.node.error())?;
-                    logs.extend(part);
-                }
-                logs
-            }
-            Err(err) => return Err(self.node.error()(err)),
+            Err(why) => return Ok(Step::Retry(why)),
         };
-        let hash_of: HashMap<BlockNumber, B256> =
-            headers.iter().map(|h| (h.number, h.hash)).collect();
-        let mut removed = Vec::new();
-        let mut kept = Vec::with_capacity(logs.len());
-        for log in logs {
-            if log.removed {
-                removed.push(log.key());
-                continue;
-            }
-            if hash_of.get(&log.block_number) != Some(&log.block_hash) {
-                return Ok(Step::Retry(format!(
-                    "a log of block {} carries hash {}, not the header's",
-                    log.block_number, log.block_hash
-                )));
-            }
-            kept.push(log);
-        }
-        let mut with_logs: Vec<BlockNumber> = kept.iter().map(|l| l.block_number).collect();
-        with_logs.dedup();
-        for suspect in follow::suspicious_empty_blocks(&headers, &with_logs, &self.job.interests())
-        {
-            // Ask again for exactly that block by hash; if logs appear, the first answer was stale.
-            let pinned = rpc::LogFilter {
-                blocks: rpc::Blocks::Hash(hash_of[&suspect]),
-                addresses: selection.addresses.clone(),
-                topic0: selection.topic0.clone(),
-            };
-            let again = self
-                .node
-                .gate
-                .run("eth_getLogs", OnSplit::Return, || {
-                    self.node.client.get_logs(&pinned)
-                })
-                .await
-                .map_err(self.node.error())?;
-            if again.iter().any(|l| !l.removed) {
-                return Ok(Step::Retry(format!(
-                    "block {suspect} came back empty although its bloom says it has logs"
-                )));
-            }
-        }
-        let mut batch = self
-            .job
-            .build_batch(vec![Fetched { range, logs: kept }], report)?;
+        let range = BlockRange::new(start, last).expect("start <= last");
+        let mut batch = self.job.build_batch(
+            vec![Fetched {
+                range,
+                logs: logs.kept,
+            }],
+            report,
+        )?;
         batch.blocks = headers
             .iter()
             .map(|h| TrackedBlock {
@@ -949,7 +898,7 @@ impl<'a> Ctx<'a> {
             })
             .collect();
         batch.forget_blocks_below = Some(last.saturating_sub(self.config.sync.max_reorg_depth));
-        batch.removed = removed;
+        batch.removed = logs.removed;
         let committing = Instant::now();
         self.sink.commit(&batch).await.map_err(self.db_error())?;
         self.observer.committed(
@@ -965,15 +914,30 @@ impl<'a> Ctx<'a> {
     }
 
     /// Backfills to finality, then steps near the head up to `end`, retrying a bounded number of times.
+    /// `finalized` is the node's finalized block when the caller has read it already.
     async fn catch_up(
         &mut self,
         end: BlockNumber,
+        finalized: Option<BlockNumber>,
         attempts: u32,
         cancel: &CancellationToken,
         report: &mut SyncReport,
     ) -> Result<(), Error> {
-        let head = end;
-        let finalized = self.finalized(head).await?.min(end);
+        let finalized = match finalized {
+            Some(finalized) => finalized.min(end),
+            None => self.finalized(end).await?,
+        };
+        // The blocks above finality are read while the backfill commits: with a slow node, these round trips
+        // would otherwise come after the last commit. The step checks the read against the database first.
+        // Dropped unused (an error, a shutdown), the read is aborted.
+        let mut prefetch = self.job.head_span_after(finalized, end).map(|span| {
+            AbortOnDropHandle::new(tokio::spawn(head::read(
+                self.node.clone(),
+                self.job.selector(),
+                self.job.interests(),
+                span,
+            )))
+        });
         self.backfill(finalized, cancel, report).await?;
         let mut last_problem = String::new();
         // Only a step that had to read again counts as an attempt; a committed step (one per contract that
@@ -986,7 +950,11 @@ impl<'a> Ctx<'a> {
             if self.job.start(end).is_none() {
                 return Ok(());
             }
-            match self.near_head(end, report).await? {
+            let prefetched = match prefetch.take() {
+                Some(read) => Some(read.await.expect("reading the head does not panic")?),
+                None => None,
+            };
+            match self.near_head(end, prefetched, report).await? {
                 Step::Done => {}
                 Step::Retry(why) => {
                     retries += 1;
@@ -1035,14 +1003,26 @@ pub async fn sync_observed(
     observer: &Observer,
 ) -> Result<SyncReport, Error> {
     let started = Instant::now();
-    let mut ctx = Ctx::open(config, observer).await?;
+    let node = Node::connect(&config.node).await?;
+    // The first questions to the node do not depend on each other: one round trip instead of three. The
+    // answers are looked at in the order they were asked in before, so a failure reports as it did.
+    let finalized = async {
+        match config.sync.finality {
+            Finality::Finalized => node.finalized().await.map(Some),
+            Finality::Confirmations(_) => Ok(None),
+        }
+    };
+    let (chain_id, target, finalized) =
+        tokio::join!(node.chain_id(), node.resolve(target), finalized);
+    let mut ctx = Ctx::attach(config, observer, node, chain_id?).await?;
     ctx.reconcile().await?;
-    let target = ctx.node.resolve(target).await?;
+    let target = target?;
     let mut report = SyncReport {
         target,
         ..SyncReport::default()
     };
-    ctx.catch_up(target, 16, &cancel, &mut report).await?;
+    ctx.catch_up(target, finalized?, 16, &cancel, &mut report)
+        .await?;
     ctx.node.add_stats(&mut report);
     report.elapsed = started.elapsed();
     tracing::info!(
@@ -1092,7 +1072,7 @@ pub async fn run_watched(
         let head = ctx.node.resolve(Target::Latest).await?;
         // A node whose head went backwards (a lagging replica) gives nothing to do until it catches up.
         if ctx.job.start(head).is_some() {
-            match ctx.catch_up(head, 1, &cancel, &mut report).await {
+            match ctx.catch_up(head, None, 1, &cancel, &mut report).await {
                 Ok(()) => {
                     report.target = head;
                     // At the head and consistent: healthy, even when no block came.
@@ -1279,6 +1259,19 @@ pub async fn naive_sync(config: &Config, target: Target, span: u64) -> Result<Sy
     Ok(report)
 }
 
+/// See [`Job::head_span`]; `nexts` are the contracts' next blocks.
+fn head_span(
+    nexts: impl Iterator<Item = BlockNumber> + Clone,
+    end: BlockNumber,
+) -> Option<BlockRange> {
+    let start = nexts.clone().filter(|&next| next <= end).min()?;
+    let end = match nexts.filter(|&next| next > start).min() {
+        Some(joins) => end.min(joins - 1),
+        None => end,
+    };
+    BlockRange::new(start, end)
+}
+
 /// The filter for a range: every contract that has joined by its start.
 fn selection(contracts: &[Contract], range: BlockRange) -> Selection {
     let mut addresses: Vec<Address> = Vec::new();
@@ -1410,5 +1403,53 @@ mod send_check {
             Default::default(),
         ));
         assert_send(super::run(config, Default::default()));
+    }
+}
+
+#[cfg(test)]
+mod head_span_tests {
+    use std::path::Path;
+
+    use super::{head_span, Job};
+    use crate::primitives::BlockRange;
+
+    fn span(start: u64, end: u64) -> Option<BlockRange> {
+        BlockRange::new(start, end)
+    }
+
+    #[test]
+    fn a_step_near_the_head_starts_at_the_first_block_needed_and_stops_before_a_contract_joins() {
+        assert_eq!(head_span([100, 150].into_iter(), 200), span(100, 149));
+        assert_eq!(head_span([150, 100, 150].into_iter(), 120), span(100, 120));
+        assert_eq!(head_span([150, 150].into_iter(), 200), span(150, 200));
+        assert_eq!(head_span([201, 300].into_iter(), 200), None);
+    }
+
+    #[test]
+    fn the_span_after_a_backfill_is_the_one_the_step_will_compute() {
+        let contract = |name: &str, address: u8, start: u64| {
+            format!(
+                "[[contracts]]\nname = \"{name}\"\naddress = \"0x{address:040x}\"\nstart_block = {start}\n\
+                 events = [\"event Transfer(address indexed from, address indexed to, uint256 value)\"]\n"
+            )
+        };
+        let text = format!(
+            "[node]\nurl = \"sim://\"\n[database]\nurl = \"sqlite::memory:\"\n{}{}{}",
+            contract("early", 1, 0),
+            contract("caught_up", 2, 960),
+            contract("late", 3, 1030),
+        );
+        let config = crate::config::load_str(Path::new("config.toml"), &text, &|_| None)
+            .expect("a valid config");
+        let mut job = Job::new(&config).expect("the events resolve");
+        // Finalized 999, head 1064: the backfill takes `early` and `caught_up` to 999; `late` joins at 1030.
+        let predicted = job.head_span_after(999, 1064);
+        assert_eq!(predicted, span(1000, 1029));
+        job.advance(999);
+        assert_eq!(job.head_span(1064), predicted);
+        // Nothing to backfill: the prediction is the span as it stands.
+        assert_eq!(job.head_span_after(900, 1064), job.head_span(1064));
+        job.advance(1029);
+        assert_eq!(job.head_span(1064), span(1030, 1064));
     }
 }
