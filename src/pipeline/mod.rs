@@ -1171,8 +1171,15 @@ pub async fn store_only(
         if n_logs >= config.sync.max_batch_logs || chunks.peek().is_none() {
             let started = Instant::now();
             let batch = job.build_batch(std::mem::take(&mut pending), &mut report)?;
+            let committing = Instant::now();
             sink.commit(&batch).await.map_err(db_error)?;
             busy += started.elapsed();
+            tracing::debug!(
+                range = %batch.range.map(|r| r.to_string()).unwrap_or_default(),
+                logs = batch.logs.len(),
+                ms = committing.elapsed().as_millis() as u64,
+                "committed"
+            );
             report.committed(&batch);
             n_logs = 0;
         }
