@@ -5,7 +5,6 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::str::FromStr;
-use std::task::Poll;
 use std::time::Duration;
 
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
@@ -18,7 +17,7 @@ use super::sqlite_wal::{Checkpointer, BACKSTOP_FRAMES};
 use super::{
     hex, migrate, query_error, reindex_plan, split_event_record, to_i64, tracked_from_rows, Batch,
     ContractRow, ContractSpec, Error, ReindexReport, ReindexSpec, RollbackReport, TableSpec,
-    TrackedBlock, TypedRow, CONTRACT_ROWS_SQL, TYPED_KEY,
+    TrackedBlock, CONTRACT_ROWS_SQL, TYPED_KEY,
 };
 
 /// SQLite's default limit on bound parameters per statement is 32,766; stay well under it while keeping
@@ -259,38 +258,78 @@ impl SqliteSink {
             .begin()
             .await
             .map_err(query_error("starting a transaction"))?;
-        let typed_rows: Vec<Vec<&TypedRow>> = (0..self.tables.len())
-            .map(|table| batch.typed.iter().filter(|r| r.table == table).collect())
-            .collect();
-        let mut inserts = statement_chunks(&batch.logs, MAX_BINDS_PER_STATEMENT / RAW_COLUMNS)
-            .map(Insert::Raw)
-            .chain(typed_rows.iter().enumerate().flat_map(|(table, rows)| {
-                let n_columns = TYPED_FIXED_COLUMNS + self.tables[table].columns.len();
-                statement_chunks(rows, MAX_BINDS_PER_STATEMENT / n_columns)
-                    .map(move |rows| Insert::Typed { table, rows })
-            }))
-            // Collected: an iterator of closures held across the awaits below fails rustc's higher-ranked
-            // `Send` check (rust-lang/rust#102211).
-            .collect::<Vec<_>>()
-            .into_iter();
-        // Each statement's values are encoded (hex text for every hash, address and data) while SQLite runs
-        // the one before it on its own thread, instead of with SQLite idle. Measured with the `store_only`
-        // example, five runs each, alternating: 12.9 s -> 12.1 s on average, faster in every pair.
-        let mut next = inserts
-            .next()
-            .map(|insert| (insert.what(), self.insert_statement(batch, insert)));
-        while let Some((what, mut statement)) = next {
-            let mut running = std::pin::pin!(statement.build().persistent(true).execute(&mut *tx));
-            // The first poll hands the statement to SQLite's thread.
-            let started = futures::poll!(running.as_mut());
-            next = inserts
-                .next()
-                .map(|insert| (insert.what(), self.insert_statement(batch, insert)));
-            let done = match started {
-                Poll::Ready(done) => done,
-                Poll::Pending => running.await,
-            };
-            done.map_err(query_error(what))?;
+        const RAW_COLUMNS: usize = 11;
+        for chunk in statement_chunks(&batch.logs, MAX_BINDS_PER_STATEMENT / RAW_COLUMNS) {
+            let mut insert: QueryBuilder<Sqlite> = QueryBuilder::new(
+                "INSERT INTO logs (block_number, block_hash, transaction_hash, transaction_index, log_index, address, topic0, topic1, topic2, topic3, data) ",
+            );
+            insert.push_values(chunk, |mut row, log| {
+                row.push_bind(to_i64(log.block_number))
+                    .push_bind(hex::encode(log.block_hash))
+                    .push_bind(hex::encode(log.transaction_hash))
+                    .push_bind(to_i64(log.transaction_index))
+                    .push_bind(to_i64(log.log_index))
+                    .push_bind(hex::encode(log.address));
+                for i in 0..4 {
+                    row.push_bind(log.topics.get(i).map(hex::encode));
+                }
+                row.push_bind(hex::encode(&log.data));
+            });
+            insert.push(" ON CONFLICT (block_hash, log_index) DO NOTHING");
+            insert
+                .build()
+                .persistent(true)
+                .execute(&mut *tx)
+                .await
+                .map_err(query_error("inserting raw logs"))?;
+        }
+        for (table_idx, table) in self.tables.iter().enumerate() {
+            let rows: Vec<_> = batch
+                .typed
+                .iter()
+                .filter(|r| r.table == table_idx)
+                .collect();
+            if rows.is_empty() {
+                continue;
+            }
+            let n_columns = 5 + table.columns.len();
+            let names: String = table
+                .columns
+                .iter()
+                .map(|c| format!(", \"{}\"", c.name))
+                .collect();
+            for chunk in statement_chunks(&rows, MAX_BINDS_PER_STATEMENT / n_columns) {
+                let mut insert: QueryBuilder<Sqlite> = QueryBuilder::new(format!(
+                    "INSERT INTO \"{}\" ({TYPED_FIXED}{names}) ",
+                    table.name
+                ));
+                insert.push_values(chunk, |mut row, typed| {
+                    let log: &Log = &batch.logs[typed.log];
+                    row.push_bind(to_i64(log.block_number))
+                        .push_bind(hex::encode(log.block_hash))
+                        .push_bind(hex::encode(log.transaction_hash))
+                        .push_bind(to_i64(log.log_index))
+                        .push_bind(hex::encode(log.address));
+                    for value in &typed.values {
+                        match value {
+                            Value::Int(i) => row.push_bind(*i),
+                            Value::BigInt(s) | Value::Text(s) | Value::Json(s) => {
+                                row.push_bind(s.clone())
+                            }
+                            Value::Bool(b) => row.push_bind(*b),
+                            Value::Bytes(b) => row.push_bind(b.clone()),
+                        };
+                    }
+                });
+                // No conflict target: the table's one unique key, whichever layout it was created with.
+                insert.push(" ON CONFLICT DO NOTHING");
+                insert
+                    .build()
+                    .persistent(true)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(query_error("inserting typed rows"))?;
+            }
         }
         for key in &batch.removed {
             let hash = hex::encode(key.block_hash);
@@ -344,68 +383,6 @@ impl SqliteSink {
             checkpointer.committed();
         }
         Ok(())
-    }
-
-    /// The statement for `insert`, its values encoded and bound.
-    fn insert_statement<'b>(
-        &self,
-        batch: &'b Batch,
-        insert: Insert<'b>,
-    ) -> QueryBuilder<'b, Sqlite> {
-        match insert {
-            Insert::Raw(logs) => {
-                let mut statement = QueryBuilder::new(
-                    "INSERT INTO logs (block_number, block_hash, transaction_hash, transaction_index, log_index, address, topic0, topic1, topic2, topic3, data) ",
-                );
-                statement.push_values(logs, |mut row, log| {
-                    row.push_bind(to_i64(log.block_number))
-                        .push_bind(hex::encode(log.block_hash))
-                        .push_bind(hex::encode(log.transaction_hash))
-                        .push_bind(to_i64(log.transaction_index))
-                        .push_bind(to_i64(log.log_index))
-                        .push_bind(hex::encode(log.address));
-                    for i in 0..4 {
-                        row.push_bind(log.topics.get(i).map(hex::encode));
-                    }
-                    row.push_bind(hex::encode(&log.data));
-                });
-                statement.push(" ON CONFLICT (block_hash, log_index) DO NOTHING");
-                statement
-            }
-            Insert::Typed { table, rows } => {
-                let table = &self.tables[table];
-                let names: String = table
-                    .columns
-                    .iter()
-                    .map(|c| format!(", \"{}\"", c.name))
-                    .collect();
-                let mut statement = QueryBuilder::new(format!(
-                    "INSERT INTO \"{}\" ({TYPED_FIXED}{names}) ",
-                    table.name
-                ));
-                statement.push_values(rows, |mut row, typed| {
-                    let log: &Log = &batch.logs[typed.log];
-                    row.push_bind(to_i64(log.block_number))
-                        .push_bind(hex::encode(log.block_hash))
-                        .push_bind(hex::encode(log.transaction_hash))
-                        .push_bind(to_i64(log.log_index))
-                        .push_bind(hex::encode(log.address));
-                    for value in &typed.values {
-                        match value {
-                            Value::Int(i) => row.push_bind(*i),
-                            Value::BigInt(s) | Value::Text(s) | Value::Json(s) => {
-                                row.push_bind(s.clone())
-                            }
-                            Value::Bool(b) => row.push_bind(*b),
-                            Value::Bytes(b) => row.push_bind(b.clone()),
-                        };
-                    }
-                });
-                // No conflict target: the table's one unique key, whichever layout it was created with.
-                statement.push(" ON CONFLICT DO NOTHING");
-                statement
-            }
-        }
     }
 
     pub(super) async fn tracked_blocks(
@@ -575,32 +552,6 @@ async fn table_exists<'e>(
             .await
             .map_err(query_error("listing tables"))?;
     Ok(n > 0)
-}
-
-/// The columns of a raw `logs` row.
-const RAW_COLUMNS: usize = 11;
-/// The fixed columns of a typed row, before its parameters.
-const TYPED_FIXED_COLUMNS: usize = 5;
-
-/// One multi-row INSERT of a batch.
-enum Insert<'b> {
-    /// Raw logs.
-    Raw(&'b [Log]),
-    /// Rows of the typed table at this index.
-    Typed {
-        table: usize,
-        rows: &'b [&'b TypedRow],
-    },
-}
-
-impl Insert<'_> {
-    /// What failed, for the error.
-    fn what(&self) -> &'static str {
-        match self {
-            Insert::Raw(_) => "inserting raw logs",
-            Insert::Typed { .. } => "inserting typed rows",
-        }
-    }
 }
 
 /// Splits rows into statements of at most `max` rows whose sizes are `max` or a power of two, so a table
