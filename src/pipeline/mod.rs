@@ -556,6 +556,22 @@ impl Job {
     }
 }
 
+/// Opens the configured database and prepares `config`'s job in it (tables created, checkpoints read),
+/// after checking `chain_id` against the database (or recording it) when given.
+async fn open_job(config: &Config, chain_id: Option<u64>) -> Result<(Sink, String, Job), Error> {
+    let (mut sink, db) = open_sink(config).await?;
+    let db_error = |source| Error::Database {
+        database: db.clone(),
+        source,
+    };
+    if let Some(chain_id) = chain_id {
+        sink.check_chain_id(chain_id).await.map_err(db_error)?;
+    }
+    let mut job = Job::new(config)?;
+    job.prepare(&mut sink).await.map_err(db_error)?;
+    Ok((sink, db, job))
+}
+
 /// An open job: node, database and what to index.
 struct Ctx<'a> {
     config: &'a Config,
@@ -592,14 +608,7 @@ impl<'a> Ctx<'a> {
         node: Node,
         chain_id: u64,
     ) -> Result<Ctx<'a>, Error> {
-        let (mut sink, db) = open_sink(config).await?;
-        let db_error = |source| Error::Database {
-            database: db.clone(),
-            source,
-        };
-        sink.check_chain_id(chain_id).await.map_err(db_error)?;
-        let mut job = Job::new(config)?;
-        job.prepare(&mut sink).await.map_err(db_error)?;
+        let (sink, db, job) = open_job(config, Some(chain_id)).await?;
         let progress = watch::Sender::new(None);
         Ok(Ctx {
             config,
@@ -1151,13 +1160,11 @@ pub async fn store_only(
     config: &Config,
     chunks: impl Iterator<Item = Fetched>,
 ) -> Result<SyncReport, Error> {
-    let (mut sink, db) = open_sink(config).await?;
+    let (mut sink, db, job) = open_job(config, None).await?;
     let db_error = |source| Error::Database {
         database: db.clone(),
         source,
     };
-    let mut job = Job::new(config)?;
-    job.prepare(&mut sink).await.map_err(db_error)?;
     let mut report = SyncReport::default();
     let mut pending: Vec<Fetched> = Vec::new();
     let mut n_logs = 0;
@@ -1197,13 +1204,11 @@ pub async fn store_only(
 pub async fn naive_sync(config: &Config, target: Target, span: u64) -> Result<SyncReport, Error> {
     let started = Instant::now();
     let node = Node::connect(&config.node).await?;
-    let (mut sink, db) = open_sink(config).await?;
+    let (mut sink, db, job) = open_job(config, None).await?;
     let db_error = |source| Error::Database {
         database: db.clone(),
         source,
     };
-    let mut job = Job::new(config)?;
-    job.prepare(&mut sink).await.map_err(db_error)?;
     let target = node.resolve(target).await?;
     let mut report = SyncReport {
         target,
