@@ -836,6 +836,20 @@ impl<'a> Ctx<'a> {
         }
     }
 
+    /// The node's answers for `span` above finality ([`head::read`]), owning what it needs, so that it can
+    /// also run as a task of its own.
+    fn read_head(
+        &self,
+        span: BlockRange,
+    ) -> impl std::future::Future<Output = Result<HeadRead, Error>> + Send + use<> {
+        head::read(
+            self.node.clone(),
+            self.job.selector(),
+            self.job.interests(),
+            span,
+        )
+    }
+
     /// Indexes blocks above finality up to `end`, remembering their hashes: headers first (they must link
     /// to what the database holds, or it is a reorg), then the logs, which are committed only if their block
     /// hashes are those headers' and no block whose bloom promises a log came back empty. `prefetched` is a
@@ -851,15 +865,7 @@ impl<'a> Ctx<'a> {
         };
         let read = match prefetched.filter(|read| read.span == span) {
             Some(read) => read,
-            None => {
-                head::read(
-                    self.node.clone(),
-                    self.job.selector(),
-                    self.job.interests(),
-                    span,
-                )
-                .await?
-            }
+            None => self.read_head(span).await?,
         };
         let start = span.start();
         let tracked = self.sink.tracked_blocks().await.map_err(self.db_error())?;
@@ -939,14 +945,10 @@ impl<'a> Ctx<'a> {
         // The blocks above finality are read while the backfill commits: with a slow node, these round trips
         // would otherwise come after the last commit. The step checks the read against the database first.
         // Dropped unused (an error, a shutdown), the read is aborted.
-        let mut prefetch = self.job.head_span_after(finalized, end).map(|span| {
-            AbortOnDropHandle::new(tokio::spawn(head::read(
-                self.node.clone(),
-                self.job.selector(),
-                self.job.interests(),
-                span,
-            )))
-        });
+        let mut prefetch = self
+            .job
+            .head_span_after(finalized, end)
+            .map(|span| AbortOnDropHandle::new(tokio::spawn(self.read_head(span))));
         self.backfill(finalized, cancel, report).await?;
         let mut last_problem = String::new();
         // Only a step that had to read again counts as an attempt; a committed step (one per contract that
