@@ -3,8 +3,11 @@
 //! Prints the time spent decoding and committing and the bytes the process wrote (`/proc/self/io`).
 //!
 //! Run in release from the repository root:
-//! `cargo run --release --example store_only [-- BLOCKS DB_PATH MAX_BATCH_LOGS]`
-//! (defaults: 200000, a file in a temp dir, 5000).
+//! `cargo run --release --example store_only [-- BLOCKS DB_PATH MAX_BATCH_LOGS [ahead]]`
+//! (defaults: 200000, a file in a temp dir, 5000). By default each range is generated when the previous
+//! batch has committed, with the clock stopped, as `bench` does; `ahead` generates the whole chain into
+//! memory first (about 550 MB for the default chain), so the batches commit back to back and nothing runs
+//! in the background of SQLite off the clock (its checkpoints, the kernel's writeback).
 
 use std::path::Path;
 use std::time::Instant;
@@ -21,6 +24,7 @@ async fn main() {
         |path| Path::new(&path).to_path_buf(),
     );
     let max_batch_logs: usize = args.next().and_then(|t| t.parse().ok()).unwrap_or(5000);
+    let ahead = args.next().is_some_and(|t| t == "ahead");
     for suffix in ["", "-wal", "-shm"] {
         let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));
     }
@@ -42,8 +46,13 @@ async fn main() {
     })
     .expect("config.toml loads");
     let head = truth.head();
-    // Generated lazily, outside the timed part.
+    // Generated lazily, outside the timed part, or all of it first.
     let ranges = logslice::bench::truth_chunks(truth, head, config.sync.target_logs_per_request);
+    let ranges: Box<dyn Iterator<Item = _>> = if ahead {
+        Box::new(ranges.collect::<Vec<_>>().into_iter())
+    } else {
+        Box::new(ranges)
+    };
     let started = Instant::now();
     let report = logslice::pipeline::store_only(&config, ranges)
         .await
