@@ -138,6 +138,13 @@ pub struct Batch {
     pub removed: Vec<LogKey>,
 }
 
+impl Batch {
+    /// The typed rows of table `table`, in batch order.
+    pub(crate) fn typed_rows(&self, table: usize) -> Vec<&TypedRow> {
+        self.typed.iter().filter(|row| row.table == table).collect()
+    }
+}
+
 /// A block above finality whose hash the database keeps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TrackedBlock {

@@ -670,11 +670,7 @@ fn inserts(tables: &[TableSpec], batch: &Batch) -> Result<Vec<Insert>, Error> {
         )));
     }
     for (table_idx, table) in tables.iter().enumerate() {
-        let rows: Vec<_> = batch
-            .typed
-            .iter()
-            .filter(|row| row.table == table_idx)
-            .collect();
+        let rows = batch.typed_rows(table_idx);
         if rows.is_empty() {
             continue;
         }

@@ -276,19 +276,10 @@ impl SqliteSink {
                 row.push_bind(hex::encode(&log.data));
             });
             insert.push(" ON CONFLICT (block_hash, log_index) DO NOTHING");
-            insert
-                .build()
-                .persistent(true)
-                .execute(&mut *tx)
-                .await
-                .map_err(query_error("inserting raw logs"))?;
+            execute(&mut tx, insert, "inserting raw logs").await?;
         }
         for (table_idx, table) in self.tables.iter().enumerate() {
-            let rows: Vec<_> = batch
-                .typed
-                .iter()
-                .filter(|r| r.table == table_idx)
-                .collect();
+            let rows = batch.typed_rows(table_idx);
             if rows.is_empty() {
                 continue;
             }
@@ -323,12 +314,7 @@ impl SqliteSink {
                 });
                 // No conflict target: the table's one unique key, whichever layout it was created with.
                 insert.push(" ON CONFLICT DO NOTHING");
-                insert
-                    .build()
-                    .persistent(true)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(query_error("inserting typed rows"))?;
+                execute(&mut tx, insert, "inserting typed rows").await?;
             }
         }
         for key in &batch.removed {
@@ -538,6 +524,22 @@ impl SqliteSink {
         }
         self.pool.close().await;
     }
+}
+
+/// Runs a multi-row INSERT in the batch's transaction, as a prepared statement SQLite keeps for the next
+/// batch (the same row count gives the same SQL).
+async fn execute(
+    tx: &mut sqlx::Transaction<'_, Sqlite>,
+    mut insert: QueryBuilder<'_, Sqlite>,
+    doing: &'static str,
+) -> Result<(), Error> {
+    insert
+        .build()
+        .persistent(true)
+        .execute(&mut **tx)
+        .await
+        .map(drop)
+        .map_err(query_error(doing))
 }
 
 /// Whether a table exists (through the pool, or inside a transaction: the pool has one connection).
