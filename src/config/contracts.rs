@@ -7,7 +7,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
 
 use alloy_json_abi::{Event, JsonAbi};
-use alloy_primitives::Address;
+use alloy_primitives::{Address, B256};
 use toml::{Table, Value};
 
 use super::reader::{field, Reader};
@@ -137,11 +137,13 @@ fn contract(
         base_dir,
         name.as_deref().unwrap_or("contract"),
     );
+    let (events, named_selectors) = events?;
     Some(ContractConfig {
         name: name?,
         addresses: addresses?,
         start_block,
-        events: events?,
+        events,
+        named_selectors,
     })
 }
 
@@ -240,14 +242,16 @@ pub(super) fn parse_address(text: &str) -> Result<Address, (String, String)> {
     Ok(address)
 }
 
-/// The events to index, with table names; `None` when any is bad (reported).
+/// The events to index, with table names, and the topic0 of every non-anonymous event the contract
+/// declares (the whole ABI, selected or not; the `events` signatures when there is no ABI); `None` when any
+/// is bad (reported).
 fn events(
     reader: &mut Reader<'_>,
     section: &str,
     table: &Table,
     base_dir: &Path,
     contract_name: &str,
-) -> Option<Vec<EventConfig>> {
+) -> Option<(Vec<EventConfig>, Vec<B256>)> {
     let events_field = field(section, "events");
     let selection: Option<Vec<String>> = match table.get("events") {
         None => None,
@@ -298,6 +302,7 @@ fn events(
     };
     // Without an ABI, the signatures that did parse are still checked below, so all problems show at once.
     let mut all_parsed = true;
+    let mut named_selectors: Vec<B256> = Vec::new();
     // (event, field it came from, table name)
     let named: Vec<(Event, String, String)> = match (abi, selection) {
         (None, None) => {
@@ -309,6 +314,11 @@ fn events(
             return None;
         }
         (Some((abi_file, abi)), selection) => {
+            named_selectors.extend(
+                abi.iter()
+                    .filter(|event| !event.anonymous)
+                    .map(Event::selector),
+            );
             let all = with_table_names(
                 contract_name,
                 abi.into_iter().map(|event| (event, field(section, "abi"))),
@@ -351,7 +361,17 @@ fn events(
         }
         events.push(EventConfig { event, table });
     }
-    (ok && all_parsed).then_some(events)
+    if named_selectors.is_empty() {
+        named_selectors.extend(
+            events
+                .iter()
+                .filter(|e| !e.event.anonymous)
+                .map(|e| e.event.selector()),
+        );
+    }
+    named_selectors.sort();
+    named_selectors.dedup();
+    (ok && all_parsed).then_some((events, named_selectors))
 }
 
 /// Table names: `<contract>_<event>`; an overloaded name's second event gets `_2`, its third `_3`, in ABI

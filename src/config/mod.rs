@@ -31,7 +31,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use alloy_json_abi::Event;
-use alloy_primitives::Address;
+use alloy_primitives::{Address, B256};
 
 /// A fully validated configuration.
 #[derive(Debug, Clone)]
@@ -172,6 +172,10 @@ pub struct ContractConfig {
     pub start_block: u64,
     /// The selected events (all of the ABI's events when `events` is absent).
     pub events: Vec<EventConfig>,
+    /// topic0 of every non-anonymous event the contract declares: the whole ABI, selected or not (the
+    /// `events` signatures when there is no ABI file). A log with one of these topic0s is that event's, so
+    /// it never goes to an anonymous event's table.
+    pub named_selectors: Vec<B256>,
 }
 
 /// One event of a contract.

@@ -641,6 +641,29 @@ fn selects_events_from_abi_files_and_names_their_tables() {
     );
 }
 
+/// The topic0s that keep logs out of anonymous events' tables: every named event of the ABI, selected or
+/// not; without an ABI, the named events written in `events`.
+#[test]
+fn knows_the_selectors_of_every_named_event_of_the_abi() {
+    let selected = check_ok(&contract("name = \"token\"\naddress = \"0xa0b86991c6218b36c1d19d4a2e9eb0ce3606eb48\"\nabi = \"abis/erc20.json\"\nevents = [\"Transfer\"]"));
+    let mut expected: Vec<alloy_primitives::B256> = [
+        "Approval(address,address,uint256)",
+        "Deposit(address,uint256)",
+        "Deposit(address,uint256,bytes)",
+        "Transfer(address,address,uint256)",
+    ]
+    .iter()
+    .map(|signature| alloy_primitives::keccak256(signature.as_bytes()))
+    .collect();
+    expected.sort();
+    assert_eq!(selected.contracts[0].named_selectors, expected);
+    let inline = check_ok(&contract("name = \"c\"\naddress = \"0xa0b86991c6218b36c1d19d4a2e9eb0ce3606eb48\"\nevents = [\"event Sync(uint112 a, uint112 b)\", \"event Ping(uint256 indexed n) anonymous\"]"));
+    assert_eq!(
+        inline.contracts[0].named_selectors,
+        [alloy_primitives::keccak256("Sync(uint112,uint112)")]
+    );
+}
+
 #[test]
 fn parses_inline_event_signatures() {
     check_tables(

@@ -120,6 +120,22 @@ pub enum DecodeError {
     },
 }
 
+/// Whether a log may belong to an event ([`EventDecoder::claim`]).
+///
+/// An anonymous event has no topic0, so any log of its contract with its topic count could be one. A log
+/// whose topic0 is the selector of a non-anonymous event of the same contract (configured or only in the
+/// ABI) is that event's and never an anonymous one's; an anonymous event takes the remaining logs of its
+/// topic count whose data decodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Claim {
+    /// Not this event.
+    No,
+    /// This named event: topic0 and topic count match. A log that then does not decode is malformed.
+    Named,
+    /// Possibly this anonymous event: it is the event's only if its topics and data decode.
+    Anonymous,
+}
+
 /// Decodes logs of one event into rows of its table.
 #[derive(Debug, Clone)]
 pub struct EventDecoder {
@@ -212,6 +228,45 @@ impl EventDecoder {
         match self.selector() {
             Some(selector) => topics.first() == Some(&selector),
             None => true,
+        }
+    }
+
+    /// Whether a log of this event's contract may be this event, by its topics alone (the rule in
+    /// [`Claim`]). `named_selectors` is the topic0 of every non-anonymous event the contract declares,
+    /// configured or not, sorted.
+    pub fn claim(&self, topics: &[B256], named_selectors: &[B256]) -> Claim {
+        if !self.matches(topics) {
+            return Claim::No;
+        }
+        match self.selector() {
+            Some(_) => Claim::Named,
+            // A log whose topic0 names another event is that event's, whatever an anonymous one's shape.
+            None if topics
+                .first()
+                .is_some_and(|topic0| named_selectors.binary_search(topic0).is_ok()) =>
+            {
+                Claim::No
+            }
+            None => Claim::Anonymous,
+        }
+    }
+
+    /// Decodes a log of this event's contract if it is this event's (the rule in [`Claim`]): `Ok(None)`
+    /// when it is not, `Ok(Some(values))` when it is.
+    ///
+    /// # Errors
+    /// [`DecodeError::Mismatch`] when the log has this named event's topic0 and topic count but does not
+    /// decode (malformed). A log that does not decode as an anonymous event is simply not that event's.
+    pub fn decode_own(
+        &self,
+        topics: &[B256],
+        data: &[u8],
+        named_selectors: &[B256],
+    ) -> Result<Option<Vec<Value>>, DecodeError> {
+        match self.claim(topics, named_selectors) {
+            Claim::No => Ok(None),
+            Claim::Named => self.decode(topics, data).map(Some),
+            Claim::Anonymous => Ok(self.decode(topics, data).ok()),
         }
     }
 

@@ -393,6 +393,9 @@ struct Contract {
     selectors: Option<Vec<B256>>,
     /// topic0 of each non-anonymous event, even when an anonymous one forbids filtering by them.
     event_topics: Vec<B256>,
+    /// topic0 of every non-anonymous event of the contract's ABI, configured or not, sorted: such a log is
+    /// never an anonymous event's.
+    named_selectors: Vec<B256>,
 }
 
 /// What a config asks to index, resolved: decoders, tables, and contracts with their next blocks.
@@ -450,6 +453,7 @@ impl Job {
                 tables: table_idxs,
                 selectors,
                 event_topics,
+                named_selectors: contract.named_selectors.clone(),
             });
             specs.push(ContractSpec {
                 name: contract.name.clone(),
@@ -1353,12 +1357,12 @@ impl Job {
                 }
                 for &table in &contract.tables {
                     let decoder = &decoders[table];
-                    if !decoder.matches(&log.topics) {
-                        continue;
-                    }
-                    matched = true;
-                    match decoder.decode(&log.topics, &log.data) {
-                    Ok(values) => batch.typed.push(TypedRow { table, log: log_idx, values }),
+                    // Raw rows keep their rule: a log with the topic count of an anonymous event is kept
+                    // raw even when it turns out to be another event's.
+                    matched |= decoder.matches(&log.topics);
+                    match decoder.decode_own(&log.topics, &log.data, &contract.named_selectors) {
+                    Ok(Some(values)) => batch.typed.push(TypedRow { table, log: log_idx, values }),
+                    Ok(None) => {}
                     Err(err) if strict => {
                         return Err(Error::NodeData(format!(
                             "block {} log {} of {}: {err} (sync.strict is on; set it to false to keep such logs raw only)",
