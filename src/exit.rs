@@ -21,6 +21,9 @@ pub const TEMPFAIL: u8 = 75;
 pub const CONFIG: u8 = 78;
 /// Interrupted by SIGINT/SIGTERM.
 pub const INTERRUPTED: u8 = 130;
+/// A bug in logslice (a task panicked); sysexits' EX_SOFTWARE. Not a code of `interface.md`'s table, whose
+/// codes all describe the node, the database or the input: this one says none of them is to blame.
+pub const SOFTWARE: u8 = 70;
 
 /// The exit code for a job's error.
 pub fn code(err: &Error) -> u8 {
@@ -29,6 +32,7 @@ pub fn code(err: &Error) -> u8 {
         Error::NodeData(_) => DATA,
         Error::NotYet(_) => TEMPFAIL,
         Error::Interrupted => INTERRUPTED,
+        Error::Internal(_) => SOFTWARE,
         Error::Database {
             source: sink::Error::Mismatch(_),
             ..
@@ -41,10 +45,37 @@ pub fn code(err: &Error) -> u8 {
             }
             fetch::Error::Exhausted { .. } => TEMPFAIL,
             fetch::Error::Interrupted => INTERRUPTED,
+            fetch::Error::Panicked(_) => SOFTWARE,
             fetch::Error::Fatal { .. }
             | fetch::Error::BlockOverflow { .. }
             | fetch::Error::Inconsistent(_)
             | fetch::Error::Split(_) => DATA,
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A panicking task is reported with its message and exits 70, never as a hang or a node error.
+    #[tokio::test]
+    async fn a_panic_in_a_task_becomes_an_internal_error_with_its_message() {
+        let task = tokio::spawn(async {
+            let empty: Vec<u8> = Vec::new();
+            if empty.is_empty() {
+                panic!("the reorder buffer lost range 5-9");
+            }
+        });
+        let message = fetch::join_failure(task.await.expect_err("the task panicked"));
+        assert_eq!(message, "a task panicked: the reorder buffer lost range 5-9");
+        let err = Error::Internal(message);
+        assert_eq!(code(&err), SOFTWARE);
+        assert!(err.to_string().contains("the reorder buffer lost range 5-9"));
+        let via_fetch = Error::Node {
+            node: "sim://".into(),
+            source: fetch::Error::Panicked("x".into()),
+        };
+        assert_eq!(code(&via_fetch), SOFTWARE);
     }
 }

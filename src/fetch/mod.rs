@@ -83,6 +83,22 @@ pub enum Error {
     /// Shutdown was requested.
     #[error("interrupted")]
     Interrupted,
+    /// A task panicked: a bug in logslice, reported with its message instead of a backtrace or a hang.
+    #[error("internal error (a bug in logslice; please report it): {0}")]
+    Panicked(String),
+}
+
+/// What a task that ended with `err` said: its panic message, or that it was cancelled.
+pub(crate) fn join_failure(err: tokio::task::JoinError) -> String {
+    if !err.is_panic() {
+        return "the task was cancelled".into();
+    }
+    let payload = err.into_panic();
+    match (payload.downcast_ref::<&str>(), payload.downcast_ref::<String>()) {
+        (Some(message), _) => format!("a task panicked: {message}"),
+        (_, Some(message)) => format!("a task panicked: {message}"),
+        _ => "a task panicked".into(),
+    }
 }
 
 /// Which logs to ask for over a range.
@@ -289,7 +305,8 @@ pub async fn run(
             }
             Some(joined) = in_flight.join_next() => joined,
         };
-        let (range, result, counted) = match joined.expect("fetch tasks do not panic") {
+        let joined = joined.map_err(|err| Error::Panicked(join_failure(err)))?;
+        let (range, result, counted) = match joined {
             Task::Survey(request, result) => {
                 match result {
                     Ok(blocks) => {

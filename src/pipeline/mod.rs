@@ -95,6 +95,14 @@ pub enum Error {
     /// SIGINT/SIGTERM.
     #[error("interrupted; everything committed before the signal is intact")]
     Interrupted,
+    /// A task of ours panicked: a bug, reported with its message.
+    #[error("internal error (a bug in logslice; please report it): {0}")]
+    Internal(String),
+}
+
+/// A spawned task's result, its panic turned into [`Error::Internal`].
+fn joined<T>(result: Result<T, tokio::task::JoinError>) -> Result<T, Error> {
+    result.map_err(|err| Error::Internal(fetch::join_failure(err)))
 }
 
 /// What a `sync` did.
@@ -828,7 +836,7 @@ impl<'a> Ctx<'a> {
         report.undecodable += undecodable;
         // Stop the fetcher whatever happened, then prefer its error (the writer only saw the channel close).
         fetch_cancel.cancel();
-        let fetched = fetcher.await.expect("the fetch task does not panic");
+        let fetched = joined(fetcher.await)?;
         match (written, fetched) {
             (Err(err), _) => Err(err),
             (Ok(()), Err(err)) => Err(self.node.error()(err)),
@@ -966,7 +974,7 @@ impl<'a> Ctx<'a> {
                 return Ok(());
             }
             let prefetched = match prefetch.take() {
-                Some(read) => Some(read.await.expect("reading the head does not panic")?),
+                Some(read) => Some(joined(read.await)??),
                 None => None,
             };
             match self.near_head(end, prefetched, report).await? {
@@ -1147,10 +1155,7 @@ pub async fn fetch_only(config: &Config, target: Target) -> Result<SyncReport, E
             report.logs += fetched.logs.len() as u64;
             report.batches += 1;
         }
-        fetcher
-            .await
-            .expect("the fetch task does not panic")
-            .map_err(node.error())?;
+        joined(fetcher.await)?.map_err(node.error())?;
     }
     node.add_stats(&mut report);
     report.elapsed = started.elapsed();
