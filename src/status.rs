@@ -82,7 +82,7 @@ pub async fn probe_head(config: &NodeConfig) -> (String, Result<u64, pipeline::E
         Ok(node) => node,
         Err(err) => return (String::from("(not connected)"), Err(err)),
     };
-    let head = tokio::time::timeout(PROBE_TIMEOUT * 2, node.resolve(Target::Latest))
+    let head = tokio::time::timeout(PROBE_TIMEOUT * 2, node.resolve(Target::Latest, 0))
         .await
         .unwrap_or_else(|_| {
             Err(pipeline::Error::NodeData(format!(

@@ -333,6 +333,21 @@ pub(super) fn sync(reader: &mut Reader<'_>, table: &Table) -> SyncConfig {
             "make initial_block_range at most max_block_range",
         );
     }
+    let max_reorg_depth = reader.int(table, S, "max_reorg_depth", DEFAULT_MAX_REORG_DEPTH, 1);
+    // Blocks between the window and a deeper finality would be neither final nor hash-tracked: a reorg
+    // there would go unseen.
+    if let Finality::Confirmations(confirmations) = finality {
+        if confirmations > max_reorg_depth {
+            reader.error(
+                "sync.finality",
+                format!(
+                    "{confirmations} confirmations is more than sync.max_reorg_depth ({max_reorg_depth}), \
+                     the blocks whose hashes are kept to detect a reorg"
+                ),
+                format!("raise sync.max_reorg_depth to at least {confirmations}, or lower finality"),
+            );
+        }
+    }
     SyncConfig {
         start_block,
         finality,
@@ -353,7 +368,7 @@ pub(super) fn sync(reader: &mut Reader<'_>, table: &Table) -> SyncConfig {
             DEFAULT_MAX_QUEUED_BATCHES,
             1,
         ),
-        max_reorg_depth: reader.int(table, S, "max_reorg_depth", DEFAULT_MAX_REORG_DEPTH, 1),
+        max_reorg_depth,
         poll_interval: reader.duration(table, S, "poll_interval", DEFAULT_POLL_INTERVAL),
         shutdown_grace: reader.duration(table, S, "shutdown_grace", DEFAULT_SHUTDOWN_GRACE),
         strict: reader.bool(table, S, "strict", false),

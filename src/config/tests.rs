@@ -579,6 +579,18 @@ fn parses_finality_and_checks_sync_limits() {
         Err(&[&format!("sync.finality: is a boolean {FIX}")]),
     );
     check_sync(
+        "finality = 128",
+        Ok(Finality::Confirmations(128)),
+    );
+    check_sync(
+        "finality = 129",
+        Err(&["sync.finality: 129 confirmations is more than sync.max_reorg_depth (128), the blocks whose hashes are kept to detect a reorg (raise sync.max_reorg_depth to at least 129, or lower finality)"]),
+    );
+    check_sync(
+        "finality = 200\nmax_reorg_depth = 200",
+        Ok(Finality::Confirmations(200)),
+    );
+    check_sync(
         "initial_block_range = 5000\nmax_block_range = 1000\nmax_batch_logs = 0\nmax_queued_batches = 0\npoll_interval = \"0ms\"\nstrict = \"yes\"",
         Err(&[
             "sync.initial_block_range: 5000 is above sync.max_block_range (1000) (make initial_block_range at most max_block_range)",

@@ -6,9 +6,12 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use alloy_primitives::B256;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
-use crate::fetch::{self, OnSplit, Selection};
+use crate::fetch::{self, Fetched, OnSplit, Selection};
 use crate::follow;
+use crate::planner::Planner;
 use crate::primitives::{BlockNumber, BlockRange, Log, LogKey};
 use crate::rpc;
 
@@ -41,12 +44,13 @@ pub(super) struct HeadLogs {
 
 /// Reads `span`: the header of the block before it in the same request as the span's first headers, then
 /// the logs of the blocks the node knows, committed only if their hashes are the headers' and no block
-/// whose bloom promises a log came back empty.
+/// whose bloom promises a log came back empty. `planner` cuts the span when one request cannot carry it.
 ///
 /// # Errors
 /// [`Error::Node`] when a request fails for good.
 pub(super) async fn read(
     node: Arc<Node>,
+    planner: impl FnOnce(BlockRange) -> Planner,
     selector: Arc<dyn Fn(BlockRange) -> Selection + Send + Sync>,
     interests: Vec<follow::Interest>,
     span: BlockRange,
@@ -57,7 +61,8 @@ pub(super) async fn read(
         Some(last) => {
             let range =
                 BlockRange::new(span.start(), last.number).expect("headers start at the span");
-            read_logs(&node, &selector(range), &interests, range, &headers).await?
+            let logs = fetch_logs(&node, planner(range), &selector, range).await?;
+            check_logs(&node, logs, &selector(range), &interests, &headers).await?
         }
     };
     Ok(HeadRead {
@@ -66,6 +71,53 @@ pub(super) async fn read(
         headers,
         logs,
     })
+}
+
+/// The logs of `range`: one request, which near the head usually carries them all; when the node refuses it
+/// (a dense stretch), the range is planned like any other, never walked block by block.
+async fn fetch_logs(
+    node: &Arc<Node>,
+    planner: Planner,
+    selector: &Arc<dyn Fn(BlockRange) -> Selection + Send + Sync>,
+    range: BlockRange,
+) -> Result<Vec<Log>, Error> {
+    let selection = selector(range);
+    let filter = rpc::LogFilter {
+        blocks: rpc::Blocks::Range(range),
+        addresses: selection.addresses.clone(),
+        topic0: selection.topic0.clone(),
+    };
+    match node
+        .gate
+        .run("eth_getLogs", OnSplit::Return, || {
+            node.client.get_logs(&filter)
+        })
+        .await
+    {
+        Ok(logs) => return Ok(logs),
+        Err(fetch::Error::Split(_)) => {}
+        Err(err) => return Err(node.error()(err)),
+    }
+    // At most the reorg window's logs: held until they are checked against the headers.
+    let (tx, mut rx) = mpsc::channel::<Fetched>(4);
+    let fetching = fetch::run(
+        node.client.clone(),
+        node.gate.clone(),
+        planner,
+        selector.clone(),
+        tx,
+        CancellationToken::new(),
+    );
+    let collecting = async {
+        let mut logs = Vec::new();
+        while let Some(fetched) = rx.recv().await {
+            logs.extend(fetched.logs);
+        }
+        logs
+    };
+    let (fetched, logs) = tokio::join!(fetching, collecting);
+    fetched.map_err(node.error())?;
+    Ok(logs)
 }
 
 /// The hash of the block before `span` and the span's headers, in batches, up to the first block the node
@@ -97,47 +149,15 @@ async fn read_headers(
     Ok((before, headers))
 }
 
-/// The logs of `range`, whose blocks' headers are `headers`; `Err` with the reason when the answers do not
-/// agree with the headers.
-async fn read_logs(
+/// Checks the logs of the blocks whose headers are `headers`: `Err` with the reason when the answers do
+/// not agree with the headers.
+async fn check_logs(
     node: &Node,
+    logs: Vec<Log>,
     selection: &Selection,
     interests: &[follow::Interest],
-    range: BlockRange,
     headers: &[rpc::Header],
 ) -> Result<Result<HeadLogs, String>, Error> {
-    let filter = rpc::LogFilter {
-        blocks: rpc::Blocks::Range(range),
-        addresses: selection.addresses.clone(),
-        topic0: selection.topic0.clone(),
-    };
-    let logs = match node
-        .gate
-        .run("eth_getLogs", OnSplit::Return, || {
-            node.client.get_logs(&filter)
-        })
-        .await
-    {
-        Ok(logs) => logs,
-        // Near the head a range is short; a split answer here means a dense block: fetch block by block.
-        Err(fetch::Error::Split(_)) => {
-            let mut logs = Vec::new();
-            for block in range.start()..=range.end() {
-                let part = fetch::fetch_block_by_filters(
-                    &node.client,
-                    &node.gate,
-                    block,
-                    selection.clone(),
-                    fetch::FirstRequest::Whole,
-                )
-                .await
-                .map_err(node.error())?;
-                logs.extend(part);
-            }
-            logs
-        }
-        Err(err) => return Err(node.error()(err)),
-    };
     let hash_of: HashMap<BlockNumber, B256> = headers.iter().map(|h| (h.number, h.hash)).collect();
     let mut read = HeadLogs::default();
     for log in logs {

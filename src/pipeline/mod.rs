@@ -152,6 +152,8 @@ pub struct Node {
     /// Whether to read headers in batches: HTTP, until the node refuses one (the spec does not say whether
     /// it takes batches; mainstream nodes do).
     batches: std::sync::atomic::AtomicBool,
+    /// What this run learnt about a node without finality.
+    no_finality: NoFinality,
     _devnode: Option<DevNode>,
 }
 
@@ -210,6 +212,7 @@ impl Node {
             client: Arc::new(client),
             gate,
             display,
+            no_finality: NoFinality::default(),
             _devnode: devnode,
         })
     }
@@ -296,60 +299,137 @@ impl Node {
             .map_err(self.error())
     }
 
-    /// The node's finalized block (0 when it has none yet).
+    /// The node's finalized block: [`Finalized::Block`], or why there is none. A node that refuses the tag
+    /// is not asked again in this run (provider-errors.md: that answer does not change).
     ///
     /// # Errors
-    /// [`Error::Node`].
-    async fn finalized(&self) -> Result<BlockNumber, Error> {
-        let header = self.header(BlockTag::Finalized).await?;
-        Ok(header.map_or(0, |h| h.number))
-    }
-
-    /// Resolves a target to a block number.
-    ///
-    /// # Errors
-    /// [`Error::Node`]; [`Error::NodeData`] when the node does not know its own tagged block.
-    pub async fn resolve(&self, target: Target) -> Result<BlockNumber, Error> {
-        let tag = match target {
-            Target::Number(n) => return Ok(n),
-            Target::Latest => {
-                return self
-                    .gate
-                    .run("eth_blockNumber", OnSplit::Retry, || {
-                        self.client.block_number()
-                    })
-                    .await
-                    .map_err(self.error())
-            }
-            Target::Safe => BlockTag::Safe,
-            Target::Finalized => BlockTag::Finalized,
-        };
-        let header = match self
+    /// [`Error::Node`] when the node cannot answer at all.
+    async fn finalized(&self) -> Result<Finalized, Error> {
+        if let Some(why) = self.no_finality.refused.get() {
+            return Ok(Finalized::None(why.clone()));
+        }
+        match self
             .gate
             .run("eth_getBlockByNumber", OnSplit::Retry, || {
-                self.client.header(tag)
+                self.client.header(BlockTag::Finalized)
             })
             .await
         {
-            // spec: getBlockByNumber does not support `safe`; `finalized` is to be used instead.
-            Err(fetch::Error::Fatal { .. }) if tag == BlockTag::Safe => {
-                tracing::warn!("the node refuses the `safe` tag; syncing to `finalized` instead");
-                self.gate
+            Ok(Some(header)) => Ok(Finalized::Block(header.number)),
+            Ok(None) => Ok(Finalized::None(
+                "it answers null for the `finalized` block".into(),
+            )),
+            Err(fetch::Error::Fatal { source, .. }) => {
+                let why = format!("it refuses the `finalized` tag: {source}");
+                let _ = self.no_finality.refused.set(why.clone());
+                Ok(Finalized::None(why))
+            }
+            Err(err) => Err(self.error()(err)),
+        }
+    }
+
+    /// The highest block treated as final when the head is `head`: the node's finalized block (or
+    /// `head - n` with `finality = n`), but never more than `window` (`sync.max_reorg_depth`) below the
+    /// head, so that the blocks above it are few enough to track by hash. A node without finality gets
+    /// `head - window`, with one warning for the run.
+    async fn final_block(
+        &self,
+        finality: Finality,
+        window: u64,
+        head: BlockNumber,
+    ) -> Result<BlockNumber, Error> {
+        let floor = head.saturating_sub(window);
+        let node_final = match finality {
+            Finality::Confirmations(n) => head.saturating_sub(n),
+            Finality::Finalized => match self.finalized().await? {
+                Finalized::Block(n) => n.min(head),
+                Finalized::None(why) => {
+                    self.warn_no_finality(&why, window);
+                    floor
+                }
+            },
+        };
+        Ok(node_final.max(floor))
+    }
+
+    /// Says once per run that the node has no finality and what is done instead.
+    fn warn_no_finality(&self, why: &str, window: u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        if !self.no_finality.warned.swap(true, Relaxed) {
+            tracing::warn!(
+                node = %self.display,
+                reason = %why,
+                confirmations = window,
+                "the node has no finalized block; treating blocks more than sync.max_reorg_depth below the head as final \
+                 (set sync.finality = <confirmations> to choose how many, at most sync.max_reorg_depth)"
+            );
+        }
+    }
+
+    /// Resolves a target to a block number. `safe` falls back to `finalized` where the node refuses it, and
+    /// `finalized` to `window` blocks below the head where the node has no finality.
+    ///
+    /// # Errors
+    /// [`Error::Node`].
+    pub async fn resolve(&self, target: Target, window: u64) -> Result<BlockNumber, Error> {
+        let latest = || async {
+            self.gate
+                .run("eth_blockNumber", OnSplit::Retry, || {
+                    self.client.block_number()
+                })
+                .await
+                .map_err(self.error())
+        };
+        match target {
+            Target::Number(n) => return Ok(n),
+            Target::Latest => return latest().await,
+            Target::Safe => {
+                match self
+                    .gate
                     .run("eth_getBlockByNumber", OnSplit::Retry, || {
-                        self.client.header(BlockTag::Finalized)
+                        self.client.header(BlockTag::Safe)
                     })
                     .await
+                {
+                    Ok(Some(header)) => return Ok(header.number),
+                    // spec: getBlockByNumber does not support `safe`; `finalized` is to be used instead.
+                    Err(fetch::Error::Fatal { .. }) => {
+                        tracing::warn!("the node refuses the `safe` tag; syncing to `finalized` instead");
+                    }
+                    Ok(None) => {
+                        tracing::warn!("the node has no `safe` block; syncing to `finalized` instead");
+                    }
+                    Err(err) => return Err(self.error()(err)),
+                }
             }
-            other => other,
+            Target::Finalized => {}
         }
-        .map_err(self.error())?;
-        header.map(|h| h.number).ok_or_else(|| {
-            Error::NodeData(format!(
-                "node {}: it answered null for its own {tag:?} block",
-                self.display
-            ))
-        })
+        match self.finalized().await? {
+            Finalized::Block(n) => Ok(n),
+            Finalized::None(why) => {
+                self.warn_no_finality(&why, window);
+                Ok(latest().await?.saturating_sub(window))
+            }
+        }
     }
+}
+
+/// The node's answer about its finalized block.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Finalized {
+    /// This block.
+    Block(BlockNumber),
+    /// None, and why (answers null, or refuses the tag).
+    None(String),
+}
+
+/// What a run learnt about a node without finality: a refusal is not asked again, and said once.
+#[derive(Debug, Default)]
+struct NoFinality {
+    /// Why the node refused the `finalized` tag, once it has.
+    refused: std::sync::OnceLock<String>,
+    /// Whether the fallback was announced.
+    warned: std::sync::atomic::AtomicBool,
 }
 
 /// Opens the configured database.
@@ -551,15 +631,18 @@ impl Job {
     }
 
     fn planner(&self, config: &Config, plan: BlockRange) -> Planner {
-        Planner::new(
-            PlannerConfig {
-                initial_span: config.sync.initial_block_range,
-                max_span: config.sync.max_block_range,
-                target_logs: config.sync.target_logs_per_request,
-            },
-            plan,
-            self.contracts.iter().map(|c| c.next),
-        )
+        self.planner_factory(config)(plan)
+    }
+
+    /// Makes planners for ranges of this job as it stands now, owning what it needs.
+    fn planner_factory(&self, config: &Config) -> impl FnOnce(BlockRange) -> Planner + Send + use<> {
+        let planner_config = PlannerConfig {
+            initial_span: config.sync.initial_block_range,
+            max_span: config.sync.max_block_range,
+            target_logs: config.sync.target_logs_per_request,
+        };
+        let contracts = self.contracts.clone();
+        move |plan| Planner::new(planner_config, plan, contracts.iter().map(|c| c.next))
     }
 
     fn selector(&self) -> Arc<dyn Fn(BlockRange) -> Selection + Send + Sync> {
@@ -655,12 +738,12 @@ impl<'a> Ctx<'a> {
         self.node.header(tag).await
     }
 
-    /// The highest block that cannot be reorganised any more (`sync.finality`), never above `head`.
+    /// The highest block treated as final when the head is `head` ([`Node::final_block`]).
     async fn finalized(&self, head: BlockNumber) -> Result<BlockNumber, Error> {
-        match self.config.sync.finality {
-            Finality::Confirmations(n) => Ok(head.saturating_sub(n)),
-            Finality::Finalized => Ok(self.node.finalized().await?.min(head)),
-        }
+        let sync = &self.config.sync;
+        self.node
+            .final_block(sync.finality, sync.max_reorg_depth, head)
+            .await
     }
 
     /// Compares the newest remembered block with the node; on a mismatch, rolls back to the common
@@ -856,6 +939,7 @@ impl<'a> Ctx<'a> {
     ) -> impl std::future::Future<Output = Result<HeadRead, Error>> + Send + use<> {
         head::read(
             self.node.clone(),
+            self.job.planner_factory(self.config),
             self.job.selector(),
             self.job.interests(),
             span,
@@ -908,40 +992,55 @@ impl<'a> Ctx<'a> {
             Ok(logs) => logs,
             Err(why) => return Ok(Step::Retry(why)),
         };
-        let range = BlockRange::new(start, last).expect("start <= last");
-        let mut batch = self.job.build_batch(
-            vec![Fetched {
-                range,
-                logs: logs.kept,
-            }],
-            report,
-        )?;
-        batch.blocks = headers
-            .iter()
-            .map(|h| TrackedBlock {
-                number: h.number,
-                hash: h.hash,
-                parent_hash: h.parent_hash,
-            })
-            .collect();
-        batch.forget_blocks_below = Some(last.saturating_sub(self.config.sync.max_reorg_depth));
-        batch.removed = logs.removed;
-        let committing = Instant::now();
-        self.sink.commit(&batch).await.map_err(self.db_error())?;
-        self.observer.committed(
-            batch.range,
-            batch.logs.len() as u64,
-            batch.typed.len() as u64,
-            committing.elapsed(),
-        );
-        report.committed(&batch);
-        self.job.advance(last);
-        self.publish();
+        // Committed in batches of about `max_batch_logs`, a block never split: each batch keeps its blocks'
+        // hashes, so a reorg after any of them is seen by the next step.
+        let mut removed = Some(logs.removed);
+        let mut logs = logs.kept.into_iter().peekable();
+        let mut from = start;
+        while from <= last {
+            let mut part: Vec<crate::primitives::Log> = Vec::new();
+            while let Some(log) = logs.peek() {
+                let full = part.len() >= self.config.sync.max_batch_logs;
+                if full && part.last().is_some_and(|l| l.block_number != log.block_number) {
+                    break;
+                }
+                part.extend(logs.next());
+            }
+            let to = match (logs.peek(), part.last()) {
+                (Some(_), Some(log)) => log.block_number,
+                _ => last,
+            };
+            let range = BlockRange::new(from, to).expect("from <= to");
+            let mut batch = self.job.build_batch(vec![Fetched { range, logs: part }], report)?;
+            batch.blocks = headers
+                .iter()
+                .filter(|h| range.contains(h.number))
+                .map(|h| TrackedBlock {
+                    number: h.number,
+                    hash: h.hash,
+                    parent_hash: h.parent_hash,
+                })
+                .collect();
+            batch.forget_blocks_below = Some(last.saturating_sub(self.config.sync.max_reorg_depth));
+            batch.removed = removed.take().unwrap_or_default();
+            let committing = Instant::now();
+            self.sink.commit(&batch).await.map_err(self.db_error())?;
+            self.observer.committed(
+                batch.range,
+                batch.logs.len() as u64,
+                batch.typed.len() as u64,
+                committing.elapsed(),
+            );
+            report.committed(&batch);
+            self.job.advance(to);
+            self.publish();
+            from = to + 1;
+        }
         Ok(Step::Done)
     }
 
     /// Backfills to finality, then steps near the head up to `end`, retrying a bounded number of times.
-    /// `finalized` is the node's finalized block when the caller has read it already.
+    /// `finalized` is the final block for `end` ([`Node::final_block`]) when the caller has it already.
     async fn catch_up(
         &mut self,
         end: BlockNumber,
@@ -1029,6 +1128,7 @@ pub async fn sync_observed(
     let node = Node::connect(&config.node).await?;
     // The first questions to the node do not depend on each other: one round trip instead of three. The
     // answers are looked at in the order they were asked in before, so a failure reports as it did.
+    let window = config.sync.max_reorg_depth;
     let finalized = async {
         match config.sync.finality {
             Finality::Finalized => node.finalized().await.map(Some),
@@ -1036,15 +1136,24 @@ pub async fn sync_observed(
         }
     };
     let (chain_id, target, finalized) =
-        tokio::join!(node.chain_id(), node.resolve(target), finalized);
+        tokio::join!(node.chain_id(), node.resolve(target, window), finalized);
     let mut ctx = Ctx::attach(config, observer, node, chain_id?).await?;
     ctx.reconcile().await?;
     let target = target?;
+    // The finalized block asked for beside the target, turned into the final block for this target.
+    let finalized = match finalized? {
+        Some(Finalized::Block(n)) => Some(n.min(target).max(target.saturating_sub(window))),
+        Some(Finalized::None(why)) => {
+            ctx.node.warn_no_finality(&why, window);
+            Some(target.saturating_sub(window))
+        }
+        None => None,
+    };
     let mut report = SyncReport {
         target,
         ..SyncReport::default()
     };
-    ctx.catch_up(target, finalized?, 16, &cancel, &mut report)
+    ctx.catch_up(target, finalized, 16, &cancel, &mut report)
         .await?;
     ctx.node.add_stats(&mut report);
     report.elapsed = started.elapsed();
@@ -1092,7 +1201,7 @@ pub async fn run_watched(
     let mut caught_up = false;
     loop {
         ctx.reconcile().await?;
-        let head = ctx.node.resolve(Target::Latest).await?;
+        let head = ctx.node.resolve(Target::Latest, 0).await?;
         // A node whose head went backwards (a lagging replica) gives nothing to do until it catches up.
         if ctx.job.start(head).is_some() {
             match ctx.catch_up(head, None, 1, &cancel, &mut report).await {
@@ -1135,7 +1244,7 @@ pub async fn fetch_only(config: &Config, target: Target) -> Result<SyncReport, E
     let started = Instant::now();
     let node = Node::connect(&config.node).await?;
     let job = Job::new(config)?;
-    let target = node.resolve(target).await?;
+    let target = node.resolve(target, config.sync.max_reorg_depth).await?;
     let mut report = SyncReport {
         target,
         ..SyncReport::default()
@@ -1220,7 +1329,7 @@ pub async fn naive_sync(config: &Config, target: Target, span: u64) -> Result<Sy
         database: db.clone(),
         source,
     };
-    let target = node.resolve(target).await?;
+    let target = node.resolve(target, config.sync.max_reorg_depth).await?;
     let mut report = SyncReport {
         target,
         ..SyncReport::default()

@@ -195,6 +195,15 @@ fn classify_rpc(code: i64, message: &str, data: Option<&str>) -> Class {
     if TOO_WIDE.iter().any(|p| m.contains(p)) || (m.contains("at most") && m.contains("blocks")) {
         return split(SplitReason::RangeTooWide, message);
     }
+    // A block tag the node does not know (geth before the merge: -32000 "finalized block not found";
+    // others: "invalid block tag", "unknown block tag"): asking again within a run does not change it.
+    let tag = m.contains("finalized") || m.contains("safe") || m.contains("block tag");
+    let refused = ["not found", "not supported", "unknown", "invalid"]
+        .iter()
+        .any(|p| m.contains(p));
+    if tag && refused {
+        return Class::Fatal;
+    }
     match code {
         // Internal errors and generic server errors are transient at every provider we know.
         -32603 | -32000 => Class::Retry { after: None },
@@ -341,6 +350,18 @@ mod tests {
             rpc(-32005, "query timeout exceeded"),
             split_class(SplitReason::Timeout, None, None),
         );
+    }
+
+    /// provider-errors.md, "Block tags a node may not know": none of these changes within a run.
+    #[test]
+    fn classifies_a_refused_block_tag_as_fatal_not_transient() {
+        check(rpc(-32000, "finalized block not found"), Class::Fatal);
+        check(rpc(-32000, "safe block not found"), Class::Fatal);
+        check(rpc(-32602, "invalid block tag finalized"), Class::Fatal);
+        check(rpc(-32000, "unknown block tag 'safe'"), Class::Fatal);
+        // A generic server error stays transient.
+        check(rpc(-32000, "header not found"), RETRY);
+        check(rpc(-32603, "internal error"), RETRY);
     }
 
     #[test]
