@@ -1,0 +1,168 @@
+//! The phases `bench` measures besides `sync`: fetch only, store only, and a naive baseline.
+
+use std::time::{Duration, Instant};
+
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Config;
+use crate::fetch::{self, Fetched, OnSplit};
+use crate::primitives::BlockRange;
+
+use super::{joined, open_job, Error, Job, Node, SyncReport, Target};
+
+/// The fetch-only ceiling for `bench`: the same requests as [`sync`] from every contract's start block,
+/// answers parsed and dropped, nothing stored.
+///
+/// # Errors
+/// Any [`Error`].
+pub async fn fetch_only(config: &Config, target: Target) -> Result<SyncReport, Error> {
+    let started = Instant::now();
+    let node = Node::connect(&config.node).await?;
+    let job = Job::new(config)?;
+    let target = node.resolve(target, config.sync.max_reorg_depth).await?;
+    let mut report = SyncReport {
+        target,
+        ..SyncReport::default()
+    };
+    if let Some(start) = job.start(target) {
+        let plan = BlockRange::new(start, target).expect("start <= target");
+        let (tx, mut rx) = mpsc::channel::<Fetched>(config.sync.max_queued_batches.max(1));
+        let fetcher = tokio::spawn(fetch::run(
+            node.client.clone(),
+            node.gate.clone(),
+            job.planner(config, plan),
+            job.selector(),
+            tx,
+            CancellationToken::new(),
+        ));
+        while let Some(fetched) = rx.recv().await {
+            report.logs += fetched.logs.len() as u64;
+            report.batches += 1;
+        }
+        joined(fetcher.await)?.map_err(node.error())?;
+    }
+    node.add_stats(&mut report);
+    report.elapsed = started.elapsed();
+    Ok(report)
+}
+
+/// The store-only ceiling for `bench`: decodes and commits the given ranges with no network, batched as
+/// [`sync`] batches them.
+///
+/// # Errors
+/// [`Error::Database`], or a decoding error under `sync.strict`.
+pub async fn store_only(
+    config: &Config,
+    chunks: impl Iterator<Item = Fetched>,
+) -> Result<SyncReport, Error> {
+    let (mut sink, db, job) = open_job(config, None).await?;
+    let db_error = |source| Error::Database {
+        database: db.clone(),
+        source,
+    };
+    let mut report = SyncReport::default();
+    let mut pending: Vec<Fetched> = Vec::new();
+    let mut n_logs = 0;
+    let mut chunks = chunks.peekable();
+    // Only decoding and committing are timed, not producing the chunks.
+    let mut busy = Duration::ZERO;
+    while let Some(chunk) = chunks.next() {
+        n_logs += chunk.logs.len();
+        report.target = chunk.range.end();
+        pending.push(chunk);
+        if n_logs >= config.sync.max_batch_logs || chunks.peek().is_none() {
+            let started = Instant::now();
+            let batch = job.build_batch(std::mem::take(&mut pending), &mut report)?;
+            let committing = Instant::now();
+            sink.commit(&batch).await.map_err(db_error)?;
+            busy += started.elapsed();
+            tracing::debug!(
+                range = %batch.range.map(|r| r.to_string()).unwrap_or_default(),
+                logs = batch.logs.len(),
+                ms = committing.elapsed().as_millis() as u64,
+                "committed"
+            );
+            report.committed(&batch);
+            n_logs = 0;
+        }
+    }
+    sink.close().await;
+    report.elapsed = busy;
+    Ok(report)
+}
+
+/// The naive baseline for `bench`: one request at a time over fixed `span`-block ranges (halved only when
+/// the node refuses), each range committed on its own, as a first script would do it.
+///
+/// # Errors
+/// Any [`Error`].
+pub async fn naive_sync(config: &Config, target: Target, span: u64) -> Result<SyncReport, Error> {
+    let started = Instant::now();
+    let node = Node::connect(&config.node).await?;
+    let (mut sink, db, job) = open_job(config, None).await?;
+    let db_error = |source| Error::Database {
+        database: db.clone(),
+        source,
+    };
+    let target = node.resolve(target, config.sync.max_reorg_depth).await?;
+    let mut report = SyncReport {
+        target,
+        ..SyncReport::default()
+    };
+    let Some(mut next) = job.start(target) else {
+        return Ok(report);
+    };
+    let selection = job.selector()(BlockRange::new(next, target).expect("start <= target"));
+    let mut todo: Vec<BlockRange> = Vec::new();
+    while next <= target || !todo.is_empty() {
+        let range = todo.pop().unwrap_or_else(|| {
+            let range = BlockRange::new(next, next.saturating_add(span - 1).min(target))
+                .expect("next <= end");
+            next = range.end() + 1;
+            range
+        });
+        let filter = crate::rpc::LogFilter {
+            blocks: crate::rpc::Blocks::Range(range),
+            addresses: selection.addresses.clone(),
+            topic0: selection.topic0.clone(),
+        };
+        match node
+            .gate
+            .run("eth_getLogs", OnSplit::Return, || {
+                node.client.get_logs(&filter)
+            })
+            .await
+        {
+            Ok(logs) => {
+                let batch = job.build_batch(vec![Fetched { range, logs }], &mut report)?;
+                sink.commit(&batch).await.map_err(db_error)?;
+                report.committed(&batch);
+            }
+            Err(fetch::Error::Split(_)) => {
+                if let Some((first, rest)) = range.halve() {
+                    todo.push(rest);
+                    todo.push(first);
+                } else {
+                    let logs = fetch::fetch_block_by_filters(
+                        &node.client,
+                        &node.gate,
+                        range.start(),
+                        selection.clone(),
+                        fetch::FirstRequest::Halves,
+                    )
+                    .await
+                    .map_err(node.error())?;
+                    let batch = job.build_batch(vec![Fetched { range, logs }], &mut report)?;
+                    sink.commit(&batch).await.map_err(db_error)?;
+                    report.committed(&batch);
+                }
+            }
+            Err(err) => return Err(node.error()(err)),
+        }
+    }
+    sink.close().await;
+    node.add_stats(&mut report);
+    report.elapsed = started.elapsed();
+    Ok(report)
+}

@@ -1,0 +1,301 @@
+//! What a config asks to index, resolved: decoders, tables, contracts with their next blocks, and the
+//! filter each range is fetched with. Knows no node and no database beyond the sink calls that prepare it.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use alloy_primitives::{Address, B256};
+
+use crate::config::Config;
+use crate::decode::EventDecoder;
+use crate::fetch::Selection;
+use crate::follow;
+use crate::planner::{Planner, PlannerConfig};
+use crate::primitives::{BlockNumber, BlockRange};
+use crate::sink::{self, ContractSpec, Sink, TableSpec};
+
+use super::Error;
+
+/// One configured contract at run time.
+#[derive(Debug, Clone)]
+pub(super) struct Contract {
+    pub(super) name: String,
+    pub(super) addresses: Vec<Address>,
+    /// Its configured first block.
+    pub(super) start_block: BlockNumber,
+    /// First block not yet committed.
+    pub(super) next: BlockNumber,
+    /// Indexes into `decoders`.
+    pub(super) tables: Vec<usize>,
+    /// topic0 of each non-anonymous event; `None` if an anonymous event forbids a topic0 filter.
+    pub(super) selectors: Option<Vec<B256>>,
+    /// topic0 of each non-anonymous event, even when an anonymous one forbids filtering by them.
+    pub(super) event_topics: Vec<B256>,
+    /// topic0 of every non-anonymous event of the contract's ABI, configured or not, sorted: such a log is
+    /// never an anonymous event's.
+    pub(super) named_selectors: Vec<B256>,
+}
+
+/// What a config asks to index, resolved: decoders, tables, and contracts with their next blocks.
+pub struct Job {
+    pub(super) contracts: Arc<Vec<Contract>>,
+    pub(super) decoders: Vec<EventDecoder>,
+    tables: Vec<TableSpec>,
+    specs: Vec<ContractSpec>,
+    pub(super) by_address: HashMap<Address, Vec<usize>>,
+    pub(super) strict: bool,
+}
+
+impl Job {
+    /// Resolves every configured event into a decoder and a table.
+    ///
+    /// # Errors
+    /// [`Error::Config`] when an event does not resolve.
+    pub fn new(config: &Config) -> Result<Self, Error> {
+        let mut decoders = Vec::new();
+        let mut tables = Vec::new();
+        let mut contracts = Vec::new();
+        let mut specs = Vec::new();
+        for contract in &config.contracts {
+            let mut table_idxs = Vec::new();
+            let mut selectors = Some(Vec::new());
+            let mut event_topics = Vec::new();
+            let mut events = Vec::new();
+            for event in &contract.events {
+                let decoder = EventDecoder::new(&event.event).map_err(|e| {
+                    Error::Config(format!(
+                        "{}: contracts.{}: {e}",
+                        config.source.display(),
+                        contract.name
+                    ))
+                })?;
+                event_topics.extend(decoder.selector());
+                match (decoder.selector(), selectors.as_mut()) {
+                    (Some(selector), Some(list)) => list.push(selector),
+                    (None, _) => selectors = None,
+                    (Some(_), None) => {}
+                }
+                events.push(format!("{} -> {}", decoder.signature(), event.table));
+                tables.push(TableSpec {
+                    name: event.table.clone(),
+                    columns: decoder.columns().to_vec(),
+                });
+                table_idxs.push(decoders.len());
+                decoders.push(decoder);
+            }
+            contracts.push(Contract {
+                name: contract.name.clone(),
+                addresses: contract.addresses.clone(),
+                start_block: contract.start_block,
+                next: contract.start_block,
+                tables: table_idxs,
+                selectors,
+                event_topics,
+                named_selectors: contract.named_selectors.clone(),
+            });
+            specs.push(ContractSpec {
+                name: contract.name.clone(),
+                addresses: contract.addresses.clone(),
+                events,
+                start_block: contract.start_block,
+            });
+        }
+        let mut by_address: HashMap<Address, Vec<usize>> = HashMap::new();
+        for (idx, contract) in contracts.iter().enumerate() {
+            for address in &contract.addresses {
+                by_address.entry(*address).or_default().push(idx);
+            }
+        }
+        Ok(Self {
+            contracts: Arc::new(contracts),
+            decoders,
+            tables,
+            specs,
+            by_address,
+            strict: config.sync.strict,
+        })
+    }
+
+    /// Creates the tables and moves every contract's next block past its checkpoint.
+    pub(super) async fn prepare(&mut self, sink: &mut Sink) -> Result<(), sink::Error> {
+        sink.prepare(&self.tables, &self.specs).await?;
+        self.reload(sink).await
+    }
+
+    /// Sets every contract's next block from the checkpoints (after a commit elsewhere or a rollback).
+    pub(super) async fn reload(&mut self, sink: &Sink) -> Result<(), sink::Error> {
+        let checkpoints = sink.checkpoints().await?;
+        for contract in Arc::make_mut(&mut self.contracts) {
+            contract.next = checkpoints
+                .get(&contract.name)
+                .map_or(contract.start_block, |&cp| contract.start_block.max(cp + 1));
+        }
+        Ok(())
+    }
+
+    /// Records that every contract that had joined by `end` is committed up to it.
+    pub(super) fn advance(&mut self, end: BlockNumber) {
+        for contract in Arc::make_mut(&mut self.contracts) {
+            if contract.next <= end {
+                contract.next = end + 1;
+            }
+        }
+    }
+
+    /// What the bloom check looks for.
+    pub(super) fn interests(&self) -> Vec<follow::Interest> {
+        self.contracts
+            .iter()
+            .flat_map(|c| {
+                c.addresses.iter().map(|a| follow::Interest {
+                    address: *a,
+                    topic0: c.selectors.clone(),
+                })
+            })
+            .collect()
+    }
+
+    /// The first block any contract still needs, if it is at or below `target`.
+    pub(super) fn start(&self, target: BlockNumber) -> Option<BlockNumber> {
+        self.contracts
+            .iter()
+            .map(|c| c.next)
+            .filter(|&n| n <= target)
+            .min()
+    }
+
+    /// The blocks of the next step near the head, up to `end`: from the first block any contract still
+    /// needs, up to the block before a contract that joins inside (the step after includes it, as the
+    /// planner's boundaries do for backfill; otherwise its checkpoint would move past logs never asked for).
+    pub(super) fn head_span(&self, end: BlockNumber) -> Option<BlockRange> {
+        head_span(self.contracts.iter().map(|c| c.next), end)
+    }
+
+    /// [`Job::head_span`] once a backfill has committed every contract up to `backfilled`.
+    pub(super) fn head_span_after(
+        &self,
+        backfilled: BlockNumber,
+        end: BlockNumber,
+    ) -> Option<BlockRange> {
+        let nexts = self
+            .contracts
+            .iter()
+            .map(|c| c.next.max(backfilled.saturating_add(1)));
+        head_span(nexts, end)
+    }
+
+    pub(super) fn planner(&self, config: &Config, plan: BlockRange) -> Planner {
+        self.planner_factory(config)(plan)
+    }
+
+    /// Makes planners for ranges of this job as it stands now, owning what it needs.
+    pub(super) fn planner_factory(
+        &self,
+        config: &Config,
+    ) -> impl FnOnce(BlockRange) -> Planner + Send + use<> {
+        let planner_config = PlannerConfig {
+            initial_span: config.sync.initial_block_range,
+            max_span: config.sync.max_block_range,
+            target_logs: config.sync.target_logs_per_request,
+        };
+        let contracts = self.contracts.clone();
+        move |plan| Planner::new(planner_config, plan, contracts.iter().map(|c| c.next))
+    }
+
+    pub(super) fn selector(&self) -> Arc<dyn Fn(BlockRange) -> Selection + Send + Sync> {
+        let contracts = self.contracts.clone();
+        Arc::new(move |range: BlockRange| selection(&contracts, range))
+    }
+}
+
+/// See [`Job::head_span`]; `nexts` are the contracts' next blocks.
+fn head_span(
+    nexts: impl Iterator<Item = BlockNumber> + Clone,
+    end: BlockNumber,
+) -> Option<BlockRange> {
+    let start = nexts.clone().filter(|&next| next <= end).min()?;
+    let end = match nexts.filter(|&next| next > start).min() {
+        Some(joins) => end.min(joins - 1),
+        None => end,
+    };
+    BlockRange::new(start, end)
+}
+
+/// The filter for a range: every contract that has joined by its start.
+fn selection(contracts: &[Contract], range: BlockRange) -> Selection {
+    let mut addresses: Vec<Address> = Vec::new();
+    let mut topic0: Option<Vec<B256>> = Some(Vec::new());
+    let mut pairs: Vec<(Address, B256)> = Vec::new();
+    for contract in contracts.iter().filter(|c| c.next <= range.start()) {
+        addresses.extend(&contract.addresses);
+        for &address in &contract.addresses {
+            pairs.extend(contract.event_topics.iter().map(|&t| (address, t)));
+        }
+        match (&contract.selectors, topic0.as_mut()) {
+            (Some(selectors), Some(all)) => all.extend(selectors),
+            (None, _) => topic0 = None,
+            (Some(_), None) => {}
+        }
+    }
+    addresses.sort();
+    addresses.dedup();
+    if let Some(all) = topic0.as_mut() {
+        all.sort();
+        all.dedup();
+    }
+    pairs.sort();
+    pairs.dedup();
+    Selection {
+        addresses,
+        topic0,
+        pairs,
+    }
+}
+
+#[cfg(test)]
+mod head_span_tests {
+    use std::path::Path;
+
+    use super::{head_span, Job};
+    use crate::primitives::BlockRange;
+
+    fn span(start: u64, end: u64) -> Option<BlockRange> {
+        BlockRange::new(start, end)
+    }
+
+    #[test]
+    fn a_step_near_the_head_starts_at_the_first_block_needed_and_stops_before_a_contract_joins() {
+        assert_eq!(head_span([100, 150].into_iter(), 200), span(100, 149));
+        assert_eq!(head_span([150, 100, 150].into_iter(), 120), span(100, 120));
+        assert_eq!(head_span([150, 150].into_iter(), 200), span(150, 200));
+        assert_eq!(head_span([201, 300].into_iter(), 200), None);
+    }
+
+    #[test]
+    fn the_span_after_a_backfill_is_the_one_the_step_will_compute() {
+        let contract = |name: &str, address: u8, start: u64| {
+            format!(
+                "[[contracts]]\nname = \"{name}\"\naddress = \"0x{address:040x}\"\nstart_block = {start}\n\
+                 events = [\"event Transfer(address indexed from, address indexed to, uint256 value)\"]\n"
+            )
+        };
+        let text = format!(
+            "[node]\nurl = \"sim://\"\n[database]\nurl = \"sqlite::memory:\"\n{}{}{}",
+            contract("early", 1, 0),
+            contract("caught_up", 2, 960),
+            contract("late", 3, 1030),
+        );
+        let config = crate::config::load_str(Path::new("config.toml"), &text, &|_| None)
+            .expect("a valid config");
+        let mut job = Job::new(&config).expect("the events resolve");
+        // Finalized 999, head 1064: the backfill takes `early` and `caught_up` to 999; `late` joins at 1030.
+        let predicted = job.head_span_after(999, 1064);
+        assert_eq!(predicted, span(1000, 1029));
+        job.advance(999);
+        assert_eq!(job.head_span(1064), predicted);
+        // Nothing to backfill: the prediction is the span as it stands.
+        assert_eq!(job.head_span_after(900, 1064), job.head_span(1064));
+        job.advance(1029);
+        assert_eq!(job.head_span(1064), span(1030, 1064));
+    }
+}

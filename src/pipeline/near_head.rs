@@ -1,0 +1,248 @@
+//! Above finality: reading the head, checking it against the hashes the database keeps, rolling back to
+//! the common ancestor on a reorg, and committing blocks with their hashes.
+
+use std::time::Instant;
+
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::AbortOnDropHandle;
+
+use crate::fetch::Fetched;
+use crate::follow;
+use crate::observe;
+use crate::primitives::{BlockNumber, BlockRange};
+use crate::rpc::BlockTag;
+use crate::sink::TrackedBlock;
+
+use super::head::{self, HeadRead};
+use super::{joined, Error, Step, SyncReport};
+
+impl<'a> super::Ctx<'a> {
+    /// Compares the newest remembered block with the node; on a mismatch, rolls back to the common
+    /// ancestor. This is how a reorg that happened while logslice was down is repaired at start.
+    pub(super) async fn reconcile(&mut self) -> Result<(), Error> {
+        let tracked = self.sink.tracked_blocks().await.map_err(self.db_error())?;
+        let Some(top) = tracked.values().next_back().copied() else {
+            return Ok(());
+        };
+        match self.header(BlockTag::Number(top.number)).await? {
+            Some(header) if header.hash != top.hash => self.rollback_to_ancestor().await,
+            // Same hash: nothing happened. Unknown to the node: it lags behind us; wait for it.
+            _ => Ok(()),
+        }
+    }
+
+    /// Walks back through the remembered blocks to the newest one the node still has, and rolls back to it.
+    pub(super) async fn rollback_to_ancestor(&mut self) -> Result<(), Error> {
+        let tracked = self.sink.tracked_blocks().await.map_err(self.db_error())?;
+        let top = tracked.values().next_back().map_or(0, |b| b.number);
+        for candidate in follow::ancestor_candidates(&tracked) {
+            let header = self.header(BlockTag::Number(candidate.number)).await?;
+            if header.is_some_and(|h| h.hash == candidate.hash) {
+                let depth = top - candidate.number;
+                let note = format!(
+                    "rolled back {depth} blocks to {} ({})",
+                    candidate.number, candidate.hash
+                );
+                let removed = self
+                    .sink
+                    .rollback(candidate.number, &note)
+                    .await
+                    .map_err(self.db_error())?;
+                tracing::info!(
+                    depth,
+                    ancestor = candidate.number,
+                    logs = removed.logs,
+                    typed_rows = removed.typed_rows,
+                    "reorg: rolled back"
+                );
+                observe::record_reorg(depth);
+                self.job.reload(&self.sink).await.map_err(self.db_error())?;
+                self.publish();
+                return Ok(());
+            }
+        }
+        let (low, high) = (tracked.keys().next().copied().unwrap_or(0), top);
+        Err(Error::NodeData(format!(
+            "reorg deeper than the tracked window: none of the {} remembered blocks {low}..={high} is on the node's chain any more \
+             (a block at or below finality changed, or the reorg is deeper than sync.max_reorg_depth = {}); \
+             re-index into a new database, or raise sync.max_reorg_depth",
+            tracked.len(),
+            self.config.sync.max_reorg_depth
+        )))
+    }
+
+    /// The node's answers for `span` above finality ([`head::read`]), owning what it needs, so that it can
+    /// also run as a task of its own.
+    pub(super) fn read_head(
+        &self,
+        span: BlockRange,
+    ) -> impl std::future::Future<Output = Result<HeadRead, Error>> + Send + use<> {
+        head::read(
+            self.node.clone(),
+            self.job.planner_factory(self.config),
+            self.job.selector(),
+            self.job.interests(),
+            span,
+        )
+    }
+
+    /// Indexes blocks above finality up to `end`, remembering their hashes: headers first (they must link
+    /// to what the database holds, or it is a reorg), then the logs, which are committed only if their block
+    /// hashes are those headers' and no block whose bloom promises a log came back empty. `prefetched` is a
+    /// read of the node made earlier (while the backfill committed); it is used if it covers this step.
+    pub(super) async fn near_head(
+        &mut self,
+        end: BlockNumber,
+        prefetched: Option<HeadRead>,
+        report: &mut SyncReport,
+    ) -> Result<Step, Error> {
+        let Some(span) = self.job.head_span(end) else {
+            return Ok(Step::Done);
+        };
+        let read = match prefetched.filter(|read| read.span == span) {
+            Some(read) => read,
+            None => self.read_head(span).await?,
+        };
+        let start = span.start();
+        let tracked = self.sink.tracked_blocks().await.map_err(self.db_error())?;
+        // Below what we track the block before the span is final, so the node's answer is the truth.
+        let anchor = match start.checked_sub(1) {
+            None => None,
+            Some(before) => tracked.get(&before).map(|b| b.hash).or(read.before),
+        };
+        let headers = read.headers;
+        let Some(last) = headers.last().map(|h| h.number) else {
+            return Ok(Step::Retry(format!(
+                "the node does not know block {start} yet"
+            )));
+        };
+        match follow::check_headers(anchor, &headers) {
+            follow::Decision::Extend => {}
+            follow::Decision::Reorg => {
+                self.rollback_to_ancestor().await?;
+                return Ok(Step::Retry("reorg".into()));
+            }
+            follow::Decision::Retry => {
+                return Ok(Step::Retry(
+                    "headers do not link (the node changed while read)".into(),
+                ))
+            }
+        }
+        let logs = match read.logs {
+            Ok(logs) => logs,
+            Err(why) => return Ok(Step::Retry(why)),
+        };
+        // Committed in batches of about `max_batch_logs`, a block never split: each batch keeps its blocks'
+        // hashes, so a reorg after any of them is seen by the next step.
+        let mut removed = Some(logs.removed);
+        let mut logs = logs.kept.into_iter().peekable();
+        let mut from = start;
+        while from <= last {
+            let mut part: Vec<crate::primitives::Log> = Vec::new();
+            while let Some(log) = logs.peek() {
+                let full = part.len() >= self.config.sync.max_batch_logs;
+                if full
+                    && part
+                        .last()
+                        .is_some_and(|l| l.block_number != log.block_number)
+                {
+                    break;
+                }
+                part.extend(logs.next());
+            }
+            let to = match (logs.peek(), part.last()) {
+                (Some(_), Some(log)) => log.block_number,
+                _ => last,
+            };
+            let range = BlockRange::new(from, to).expect("from <= to");
+            let mut batch = self
+                .job
+                .build_batch(vec![Fetched { range, logs: part }], report)?;
+            batch.blocks = headers
+                .iter()
+                .filter(|h| range.contains(h.number))
+                .map(|h| TrackedBlock {
+                    number: h.number,
+                    hash: h.hash,
+                    parent_hash: h.parent_hash,
+                })
+                .collect();
+            batch.forget_blocks_below = Some(last.saturating_sub(self.config.sync.max_reorg_depth));
+            batch.removed = removed.take().unwrap_or_default();
+            let committing = Instant::now();
+            self.sink.commit(&batch).await.map_err(self.db_error())?;
+            self.observer.committed(
+                batch.range,
+                batch.logs.len() as u64,
+                batch.typed.len() as u64,
+                committing.elapsed(),
+            );
+            report.committed(&batch);
+            self.job.advance(to);
+            self.publish();
+            from = to + 1;
+        }
+        Ok(Step::Done)
+    }
+
+    /// Backfills to finality, then steps near the head up to `end`, retrying a bounded number of times.
+    /// `finalized` is the final block for `end` ([`Node::final_block`]) when the caller has it already.
+    pub(super) async fn catch_up(
+        &mut self,
+        end: BlockNumber,
+        finalized: Option<BlockNumber>,
+        attempts: u32,
+        cancel: &CancellationToken,
+        report: &mut SyncReport,
+    ) -> Result<(), Error> {
+        let finalized = match finalized {
+            Some(finalized) => finalized.min(end),
+            None => self.finalized(end).await?,
+        };
+        // The blocks above finality are read while the backfill commits: with a slow node, these round trips
+        // would otherwise come after the last commit. The step checks the read against the database first.
+        // Dropped unused (an error, a shutdown), the read is aborted.
+        let mut prefetch = self
+            .job
+            .head_span_after(finalized, end)
+            .map(|span| AbortOnDropHandle::new(tokio::spawn(self.read_head(span))));
+        self.backfill(finalized, cancel, report).await?;
+        let mut last_problem = String::new();
+        // Only a step that had to read again counts as an attempt; a committed step (one per contract that
+        // joins above finality, at most) is progress.
+        let mut retries = 0;
+        while retries < attempts {
+            if cancel.is_cancelled() {
+                return Err(Error::Interrupted);
+            }
+            if self.job.start(end).is_none() {
+                return Ok(());
+            }
+            let prefetched = match prefetch.take() {
+                Some(read) => Some(joined(read.await)??),
+                None => None,
+            };
+            match self.near_head(end, prefetched, report).await? {
+                Step::Done => {}
+                Step::Retry(why) => {
+                    retries += 1;
+                    tracing::debug!(%why, "reading the head again");
+                    last_problem = why;
+                    tokio::select! {
+                        _ = cancel.cancelled() => return Err(Error::Interrupted),
+                        _ = tokio::time::sleep(self.config.node.initial_backoff) => {}
+                    }
+                }
+            }
+        }
+        if self.job.start(end).is_none() {
+            Ok(())
+        } else {
+            Err(Error::NotYet(format!(
+                "node {}: could not reach block {end} consistently: {last_problem} (the node may not have it yet, \
+                 or lags or reorganises; run again later)",
+                self.node.display
+            )))
+        }
+    }
+}

@@ -1,0 +1,311 @@
+//! The node as the pipeline sees it: a client, the gate every request passes, and the questions asked
+//! of it (chain id, head, finalized block, headers), with what a run learns about the node (batches,
+//! finality).
+
+use std::sync::Arc;
+
+use crate::config::{Endpoint, Finality, NodeConfig, Transport};
+use crate::devnode::{DevNode, DevNodeConfig};
+use crate::fetch::{self, Gate, GateConfig, OnSplit};
+use crate::primitives::BlockNumber;
+use crate::rpc::{self, BlockTag, Client, ClientOptions};
+
+use super::{Error, SyncReport, Target};
+
+/// A connected node: the client, its gate, and the in-process devnode behind `sim://`, kept alive.
+pub struct Node {
+    /// The client.
+    pub client: Arc<Client>,
+    /// The gate every request passes.
+    pub gate: Arc<Gate>,
+    /// Redacted, for messages.
+    pub display: String,
+    /// Whether to read headers in batches: HTTP, until the node refuses one (the spec does not say whether
+    /// it takes batches; mainstream nodes do).
+    batches: std::sync::atomic::AtomicBool,
+    /// What this run learnt about a node without finality.
+    no_finality: NoFinality,
+    _devnode: Option<DevNode>,
+}
+
+impl Node {
+    /// Connects to the configured node, starting the built-in one for `sim://`. Sends nothing yet.
+    ///
+    /// # Errors
+    /// [`Error::Config`] for a bad `sim://` option; [`Error::Node`] when no client can be built.
+    pub async fn connect(config: &NodeConfig) -> Result<Self, Error> {
+        let options = ClientOptions {
+            request_timeout: config.request_timeout,
+            max_response_bytes: config.max_response_bytes,
+            max_idle_connections: config.max_concurrency,
+        };
+        let gate = Arc::new(Gate::new(GateConfig {
+            max_concurrency: config.max_concurrency,
+            requests_per_second: config.requests_per_second,
+            max_retries: config.max_retries,
+            initial_backoff: config.initial_backoff,
+            max_backoff: config.max_backoff,
+        }));
+        let endpoint = match config.transport {
+            Transport::Ws => config.ws_endpoint.as_ref().unwrap_or(&config.endpoint),
+            Transport::Http => &config.endpoint,
+        };
+        let (url, devnode) = match endpoint {
+            Endpoint::Url(url) => (url.clone(), None),
+            Endpoint::Sim(sim) => {
+                let devnode_config = DevNodeConfig::from_sim_url(sim)
+                    .map_err(|e| Error::Config(format!("node.url: {e}")))?;
+                let devnode = DevNode::start(devnode_config).await.map_err(|e| {
+                    Error::Config(format!("node.url: cannot start the built-in node: {e}"))
+                })?;
+                let raw = match config.transport {
+                    Transport::Http => devnode.http_url(),
+                    Transport::Ws => devnode.ws_url(),
+                };
+                let url = url::Url::parse(&raw)
+                    .map_err(|e| Error::Config(format!("node.url: built-in node address: {e}")))?;
+                (crate::config::SecretUrl::new(url), Some(devnode))
+            }
+        };
+        let display = url.to_string();
+        let client = match config.transport {
+            Transport::Http => Client::http(&url, options).map_err(|e| Error::Node {
+                node: display.clone(),
+                source: fetch::Error::Fatal {
+                    method: "connect",
+                    source: e,
+                },
+            })?,
+            Transport::Ws => Client::ws(&url, options),
+        };
+        Ok(Self {
+            batches: std::sync::atomic::AtomicBool::new(client.supports_batches()),
+            client: Arc::new(client),
+            gate,
+            display,
+            no_finality: NoFinality::default(),
+            _devnode: devnode,
+        })
+    }
+
+    /// The headers of `numbers`, in order (`None` where the node does not know the block): one batch
+    /// request, or, from the first refused batch on, one request each (`max_concurrency` at a time).
+    ///
+    /// # Errors
+    /// [`Error::Node`].
+    pub(super) async fn headers(
+        &self,
+        numbers: &[BlockNumber],
+    ) -> Result<Vec<Option<rpc::Header>>, Error> {
+        use std::sync::atomic::Ordering::Relaxed;
+        if self.batches.load(Relaxed) {
+            match self
+                .gate
+                .run("eth_getBlockByNumber", OnSplit::Retry, || {
+                    self.client.headers(numbers)
+                })
+                .await
+            {
+                Ok(headers) => return Ok(headers),
+                Err(err @ (fetch::Error::Interrupted | fetch::Error::Rejected { .. })) => {
+                    return Err(self.error()(err))
+                }
+                Err(err) => {
+                    tracing::info!(cause = %err, "the node does not take batches; reading headers one by one");
+                    self.batches.store(false, Relaxed);
+                }
+            }
+        }
+        let mut headers = Vec::with_capacity(numbers.len());
+        let per_round = self.gate.config().max_concurrency.max(1);
+        for chunk in numbers.chunks(per_round) {
+            let answers =
+                futures::future::join_all(chunk.iter().map(|&n| self.header(BlockTag::Number(n))))
+                    .await;
+            for answer in answers {
+                headers.push(answer?);
+            }
+        }
+        Ok(headers)
+    }
+
+    /// `eth_getBlockByNumber(tag, false)` through the gate: `None` when the node does not know the block.
+    ///
+    /// # Errors
+    /// [`Error::Node`].
+    pub(super) async fn header(&self, tag: BlockTag) -> Result<Option<rpc::Header>, Error> {
+        self.gate
+            .run("eth_getBlockByNumber", OnSplit::Retry, || {
+                self.client.header(tag)
+            })
+            .await
+            .map_err(self.error())
+    }
+
+    pub(super) fn error(&self) -> impl Fn(fetch::Error) -> Error + '_ {
+        |source| match source {
+            fetch::Error::Interrupted => Error::Interrupted,
+            source => Error::Node {
+                node: self.display.clone(),
+                source,
+            },
+        }
+    }
+
+    pub(super) fn add_stats(&self, report: &mut SyncReport) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let stats = &self.gate.stats;
+        report.requests = stats.requests.load(Relaxed);
+        report.log_requests = stats.log_requests.load(Relaxed);
+        report.errors = stats.errors.load(Relaxed);
+        report.retries = stats.retries.load(Relaxed);
+        report.splits = stats.splits.load(Relaxed);
+    }
+
+    /// `eth_chainId`, through the gate.
+    ///
+    /// # Errors
+    /// [`Error::Node`].
+    pub async fn chain_id(&self) -> Result<u64, Error> {
+        self.gate
+            .run("eth_chainId", OnSplit::Retry, || self.client.chain_id())
+            .await
+            .map_err(self.error())
+    }
+
+    /// The node's finalized block: [`Finalized::Block`], or why there is none. A node that refuses the tag
+    /// is not asked again in this run (provider-errors.md: that answer does not change).
+    ///
+    /// # Errors
+    /// [`Error::Node`] when the node cannot answer at all.
+    pub(super) async fn finalized(&self) -> Result<Finalized, Error> {
+        if let Some(why) = self.no_finality.refused.get() {
+            return Ok(Finalized::None(why.clone()));
+        }
+        match self
+            .gate
+            .run("eth_getBlockByNumber", OnSplit::Retry, || {
+                self.client.header(BlockTag::Finalized)
+            })
+            .await
+        {
+            Ok(Some(header)) => Ok(Finalized::Block(header.number)),
+            Ok(None) => Ok(Finalized::None(
+                "it answers null for the `finalized` block".into(),
+            )),
+            Err(fetch::Error::Fatal { source, .. }) => {
+                let why = format!("it refuses the `finalized` tag: {source}");
+                let _ = self.no_finality.refused.set(why.clone());
+                Ok(Finalized::None(why))
+            }
+            Err(err) => Err(self.error()(err)),
+        }
+    }
+
+    /// The highest block treated as final when the head is `head`: the node's finalized block (or
+    /// `head - n` with `finality = n`), but never more than `window` (`sync.max_reorg_depth`) below the
+    /// head, so that the blocks above it are few enough to track by hash. A node without finality gets
+    /// `head - window`, with one warning for the run.
+    pub(super) async fn final_block(
+        &self,
+        finality: Finality,
+        window: u64,
+        head: BlockNumber,
+    ) -> Result<BlockNumber, Error> {
+        let floor = head.saturating_sub(window);
+        let node_final = match finality {
+            Finality::Confirmations(n) => head.saturating_sub(n),
+            Finality::Finalized => match self.finalized().await? {
+                Finalized::Block(n) => n.min(head),
+                Finalized::None(why) => {
+                    self.warn_no_finality(&why, window);
+                    floor
+                }
+            },
+        };
+        Ok(node_final.max(floor))
+    }
+
+    /// Says once per run that the node has no finality and what is done instead.
+    pub(super) fn warn_no_finality(&self, why: &str, window: u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        if !self.no_finality.warned.swap(true, Relaxed) {
+            tracing::warn!(
+                node = %self.display,
+                reason = %why,
+                confirmations = window,
+                "the node has no finalized block; treating blocks more than sync.max_reorg_depth below the head as final \
+                 (set sync.finality = <confirmations> to choose how many, at most sync.max_reorg_depth)"
+            );
+        }
+    }
+
+    /// Resolves a target to a block number. `safe` falls back to `finalized` where the node refuses it, and
+    /// `finalized` to `window` blocks below the head where the node has no finality.
+    ///
+    /// # Errors
+    /// [`Error::Node`].
+    pub async fn resolve(&self, target: Target, window: u64) -> Result<BlockNumber, Error> {
+        let latest = || async {
+            self.gate
+                .run("eth_blockNumber", OnSplit::Retry, || {
+                    self.client.block_number()
+                })
+                .await
+                .map_err(self.error())
+        };
+        match target {
+            Target::Number(n) => return Ok(n),
+            Target::Latest => return latest().await,
+            Target::Safe => {
+                match self
+                    .gate
+                    .run("eth_getBlockByNumber", OnSplit::Retry, || {
+                        self.client.header(BlockTag::Safe)
+                    })
+                    .await
+                {
+                    Ok(Some(header)) => return Ok(header.number),
+                    // spec: getBlockByNumber does not support `safe`; `finalized` is to be used instead.
+                    Err(fetch::Error::Fatal { .. }) => {
+                        tracing::warn!(
+                            "the node refuses the `safe` tag; syncing to `finalized` instead"
+                        );
+                    }
+                    Ok(None) => {
+                        tracing::warn!(
+                            "the node has no `safe` block; syncing to `finalized` instead"
+                        );
+                    }
+                    Err(err) => return Err(self.error()(err)),
+                }
+            }
+            Target::Finalized => {}
+        }
+        match self.finalized().await? {
+            Finalized::Block(n) => Ok(n),
+            Finalized::None(why) => {
+                self.warn_no_finality(&why, window);
+                Ok(latest().await?.saturating_sub(window))
+            }
+        }
+    }
+}
+
+/// The node's answer about its finalized block.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Finalized {
+    /// This block.
+    Block(BlockNumber),
+    /// None, and why (answers null, or refuses the tag).
+    None(String),
+}
+
+/// What a run learnt about a node without finality: a refusal is not asked again, and said once.
+#[derive(Debug, Default)]
+struct NoFinality {
+    /// Why the node refused the `finalized` tag, once it has.
+    refused: std::sync::OnceLock<String>,
+    /// Whether the fallback was announced.
+    warned: std::sync::atomic::AtomicBool,
+}
