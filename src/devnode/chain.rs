@@ -573,6 +573,59 @@ mod tests {
         }
     }
 
+    /// Keccak of everything the default chain (`DevNodeConfig::default()`, seed 7) says about blocks `0..=12_000`, its first dense segment
+    /// and its first block over 10,000 logs: every log's position, address, topics and data, and every 97th
+    /// block's transactions and bloom.
+    fn default_chain_digest() -> B256 {
+        let chain = Chain::new(crate::devnode::chain_params(
+            &crate::devnode::DevNodeConfig::default(),
+        ));
+        let state = chain.read();
+        let dense = (0..)
+            .map(|segment| segment * SEGMENT_LEN)
+            .find(|start| chain.density_of(*start) == Density::Dense)
+            .expect("a dense segment exists");
+        let huge = chain.huge_block_near(0);
+        let spans = [(0, 12_000), (dense, dense + SEGMENT_LEN - 1), (huge, huge)];
+        let mut bytes = Vec::new();
+        for (from, to) in spans {
+            for log in chain.canonical_logs(&state, from, to, u64::MAX) {
+                bytes.extend_from_slice(&log.block_number.to_be_bytes());
+                bytes.extend_from_slice(log.block_hash.as_slice());
+                bytes.extend_from_slice(log.tx_hash.as_slice());
+                bytes.extend_from_slice(&log.tx_index.to_be_bytes());
+                bytes.extend_from_slice(&log.log_index.to_be_bytes());
+                bytes.extend_from_slice(log.address.as_slice());
+                bytes.push(log.topics.len() as u8);
+                for topic in &log.topics {
+                    bytes.extend_from_slice(topic.as_slice());
+                }
+                bytes.extend_from_slice(&(log.data.len() as u64).to_be_bytes());
+                bytes.extend_from_slice(&log.data);
+            }
+            for number in (from..=to).step_by(97) {
+                let block = chain.full_block(&state, number, 0);
+                bytes.extend_from_slice(&(block.tx_hashes.len() as u64).to_be_bytes());
+                bytes.extend_from_slice(block.bloom.as_slice());
+            }
+        }
+        keccak256(&bytes)
+    }
+
+    /// Goal: options that are off leave the default chain byte for byte what it was, so existing tests,
+    /// benchmark figures and the README's output stay valid. Method: a digest of a stretch of the default
+    /// chain (sparse, medium, dense and huge blocks), pinned to the value computed before the opt-in
+    /// contracts existed. If this fails, the default chain changed: that must be a deliberate decision.
+    #[test]
+    fn the_default_chain_is_pinned_byte_for_byte() {
+        assert_eq!(
+            default_chain_digest(),
+            alloy_primitives::b256!(
+                "09977f9237c58c909424de1d44eb66f37e60027b5cd3b3988baa91eee36ff1b2"
+            )
+        );
+    }
+
     #[test]
     fn every_huge_period_has_one_block_over_ten_thousand_logs() {
         let chain = chain(7);
