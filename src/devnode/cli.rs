@@ -75,6 +75,11 @@ pub struct DevnodeArgs {
     /// Depth of the scripted reorgs.
     #[arg(long, default_value_t = super::config::DEFAULT_REORG_DEPTH)]
     pub reorg_depth: u64,
+    /// Also emit from the contract at 0xa404c0ffee000000000000000000000000000005 (abis/anon.json), whose
+    /// anonymous events share topic counts and data layouts with its named ones. Changes every contract's
+    /// logs: the default chain is the one without it.
+    #[arg(long)]
+    pub anon_contract: bool,
     /// Wording of the too-many-results error: plain, infura, alchemy, reth, reth-32000.
     #[arg(long, default_value = "plain", value_parser = super::TooManyStyle::parse)]
     pub too_many_style: super::TooManyStyle,
@@ -153,6 +158,7 @@ impl DevnodeArgs {
         cfg.chain.finalized_depth = self.finalized_depth;
         cfg.chain.reorg_every = self.reorg_every.filter(|every| *every > 0);
         cfg.chain.reorg_depth = self.reorg_depth;
+        cfg.chain.anon_contract = self.anon_contract;
         cfg.limits.too_many_style = self.too_many_style;
         cfg.limits.max_results = self.max_results;
         cfg.limits.query_budget = self.query_budget;
@@ -235,6 +241,7 @@ mod tests {
             "10ms",
             "--max-rps",
             "5",
+            "--anon-contract",
         ])
         .expect("valid flags");
         let cfg = parsed.args.to_config().expect("valid config");
@@ -244,6 +251,7 @@ mod tests {
         assert_eq!(cfg.faults.http_429, 0.5);
         assert_eq!(cfg.faults.latency, Duration::from_millis(10));
         assert_eq!(cfg.faults.max_rps, Some(5));
+        assert!(cfg.chain.anon_contract);
         assert_eq!(
             cfg.limits.too_many_style,
             super::super::TooManyStyle::Alchemy

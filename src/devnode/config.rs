@@ -56,6 +56,10 @@ pub struct ChainConfig {
     pub reorg_every: Option<u64>,
     /// Depth of the scripted reorgs.
     pub reorg_depth: u64,
+    /// Also emit from [`contracts::ANON`](super::contracts::ANON), whose anonymous events collide with its
+    /// named ones. Off by default: with it off the chain is byte for byte the default chain; with it on every
+    /// contract's logs are drawn anew (the emitters share one random stream).
+    pub anon_contract: bool,
 }
 
 impl Default for ChainConfig {
@@ -70,6 +74,7 @@ impl Default for ChainConfig {
             safe_depth: DEFAULT_SAFE_DEPTH,
             reorg_every: None,
             reorg_depth: DEFAULT_REORG_DEPTH,
+            anon_contract: false,
         }
     }
 }
@@ -236,6 +241,7 @@ pub const OPTION_NAMES: &[&str] = &[
     "safe_depth",
     "reorg_every",
     "reorg_depth",
+    "anon_contract",
     "max_results",
     "max_params",
     "query_budget",
@@ -271,6 +277,14 @@ fn parse_probability(value: &str) -> Result<f64, String> {
         Err(format!(
             "{value} is not a probability (use a number from 0 to 1)"
         ))
+    }
+}
+
+fn parse_switch(value: &str) -> Result<bool, String> {
+    match value {
+        "on" | "true" | "yes" | "1" => Ok(true),
+        "off" | "false" | "no" | "0" => Ok(false),
+        other => Err(format!("{other:?} is not a switch (use on or off)")),
     }
 }
 
@@ -358,6 +372,7 @@ impl DevNodeConfig {
             "safe_depth" => parse_num(value).map(|v| self.chain.safe_depth = v),
             "reorg_every" => parse_optional(value).map(|v| self.chain.reorg_every = v),
             "reorg_depth" => parse_num(value).map(|v| self.chain.reorg_depth = v),
+            "anon_contract" => parse_switch(value).map(|v| self.chain.anon_contract = v),
             "max_results" => parse_num(value).map(|v| self.limits.max_results = v),
             "max_params" => parse_num(value).map(|v| self.limits.max_params = v),
             "query_budget" => parse_duration(value).map(|v| self.limits.query_budget = v),
@@ -425,6 +440,20 @@ mod tests {
         assert_eq!(cfg.limits.too_many_style, TooManyStyle::Alchemy);
         assert_eq!(cfg.faults.max_rps, Some(20));
         assert_eq!(cfg.key, "k");
+    }
+
+    #[test]
+    fn the_anon_contract_is_off_unless_switched_on() {
+        assert!(!DevNodeConfig::default().chain.anon_contract);
+        let on = DevNodeConfig::from_sim_url("sim://?anon_contract=on").expect("valid option");
+        assert!(on.chain.anon_contract);
+        let off = DevNodeConfig::from_sim_url("sim://?anon-contract=off").expect("valid option");
+        assert_eq!(off, DevNodeConfig::default());
+        let err = DevNodeConfig::from_sim_url("sim://?anon_contract=maybe").expect_err("no switch");
+        assert!(
+            err.contains("anon_contract") && err.contains("on or off"),
+            "{err}"
+        );
     }
 
     #[test]

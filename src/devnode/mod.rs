@@ -61,6 +61,7 @@ fn chain_params(cfg: &DevNodeConfig) -> ChainParams {
         finalized_depth: cfg.chain.finalized_depth,
         reorg_every: cfg.chain.reorg_every,
         reorg_depth: cfg.chain.reorg_depth,
+        anon_contract: cfg.chain.anon_contract,
     }
 }
 
