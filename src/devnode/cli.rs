@@ -69,6 +69,12 @@ pub struct DevnodeArgs {
     /// Distance from the head to the finalized block.
     #[arg(long, default_value_t = super::DEFAULT_FINALIZED_DEPTH)]
     pub finalized_depth: u64,
+    /// What the "finalized" and "safe" tags are answered with: block (the finalized block; "safe" refused
+    /// by eth_getBlockByNumber, as the spec says), null (a node that knows no finality: both blocks null,
+    /// eth_getLogs with either tag a -32000 "finalized header not found" error), or error (geth before the
+    /// merge: -32000 "finalized block not found" / "safe block not found"; eth_getLogs as with null).
+    #[arg(long, default_value = "block", value_parser = super::Finality::parse)]
+    pub finality: super::Finality,
     /// Reorg whenever the head reaches a multiple of N.
     #[arg(long, value_name = "N")]
     pub reorg_every: Option<u64>,
@@ -156,6 +162,7 @@ impl DevnodeArgs {
         cfg.chain.density = self.density;
         cfg.chain.block_time = (!self.block_time.is_zero()).then_some(self.block_time);
         cfg.chain.finalized_depth = self.finalized_depth;
+        cfg.chain.finality = self.finality;
         cfg.chain.reorg_every = self.reorg_every.filter(|every| *every > 0);
         cfg.chain.reorg_depth = self.reorg_depth;
         cfg.chain.anon_contract = self.anon_contract;
@@ -242,6 +249,8 @@ mod tests {
             "--max-rps",
             "5",
             "--anon-contract",
+            "--finality",
+            "error",
         ])
         .expect("valid flags");
         let cfg = parsed.args.to_config().expect("valid config");
@@ -252,10 +261,20 @@ mod tests {
         assert_eq!(cfg.faults.latency, Duration::from_millis(10));
         assert_eq!(cfg.faults.max_rps, Some(5));
         assert!(cfg.chain.anon_contract);
+        assert_eq!(cfg.chain.finality, super::super::Finality::Error);
         assert_eq!(
             cfg.limits.too_many_style,
             super::super::TooManyStyle::Alchemy
         );
         assert!(Wrapper::try_parse_from(["devnode", "--fault-5xx", "1.5"]).is_err());
+        assert!(Wrapper::try_parse_from(["devnode", "--finality", "maybe"]).is_err());
+    }
+
+    #[test]
+    fn without_flags_the_node_is_the_default_chain_with_finality() {
+        let parsed = Wrapper::try_parse_from(["devnode"]).expect("no flags");
+        let cfg = parsed.args.to_config().expect("valid config");
+        assert!(!cfg.chain.anon_contract);
+        assert_eq!(cfg.chain.finality, super::super::Finality::Block);
     }
 }
