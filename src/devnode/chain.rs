@@ -12,7 +12,7 @@ use std::sync::{PoisonError, RwLock, RwLockReadGuard};
 use alloy_dyn_abi::DynSolValue;
 use alloy_primitives::{keccak256, Address, Bloom, BloomInput, B256};
 
-use super::contracts::{parsed, EMITTERS, TOTAL_WEIGHT};
+use super::contracts::{self, parsed, Emitter, EMITTERS};
 use super::filter::LogFilter;
 use super::gen;
 use super::rng::{hash3, mix64, Rng};
@@ -43,6 +43,8 @@ pub(crate) struct ChainParams {
     pub(crate) finalized_depth: u64,
     pub(crate) reorg_every: Option<u64>,
     pub(crate) reorg_depth: u64,
+    /// Whether the opt-in [`contracts::ANON`] emits too (its emitters follow the default ones).
+    pub(crate) anon_contract: bool,
 }
 
 /// What changes as the chain moves.
@@ -141,6 +143,11 @@ pub(crate) enum Density {
 #[derive(Debug)]
 pub(crate) struct Chain {
     pub(crate) params: ChainParams,
+    /// The emitters this chain draws from: a prefix of [`EMITTERS`], so an emitter index means the same
+    /// (contract, event) whatever the options.
+    emitters: &'static [Emitter],
+    /// Sum of `emitters`' weights.
+    total_weight: u32,
     users: Vec<Address>,
     miner: Address,
     state: RwLock<ChainState>,
@@ -161,8 +168,11 @@ impl Chain {
             orphans: VecDeque::new(),
         };
         let (head_tx, _) = tokio::sync::watch::channel(params.initial_head);
+        let emitters = contracts::emitters(params.anon_contract);
         Self {
             params,
+            emitters,
+            total_weight: emitters.iter().map(|emitter| emitter.weight).sum(),
             users,
             miner,
             state: RwLock::new(state),
@@ -312,7 +322,7 @@ impl Chain {
         }
         let huge = self.is_huge(number);
         let n_logs = if huge {
-            // Uniform over the 10 (contract, event) pairs: ~1,300 each, far under 10,000 per pair.
+            // Uniform over the (contract, event) pairs (~1,300 each of the default 10), far under 10,000 per pair.
             rng.between(10_500, 13_500)
         } else {
             let base = match self.density_of(number) {
@@ -351,9 +361,9 @@ impl Chain {
             }
             left_in_tx -= 1;
             let emitter = if huge {
-                rng.below(EMITTERS.len() as u64) as u8
+                rng.below(self.emitters.len() as u64) as u8
             } else {
-                pick_weighted(&mut rng)
+                pick_weighted(&mut rng, self.emitters, self.total_weight)
             };
             logs.push(PlannedLog {
                 tx_index,
@@ -490,10 +500,10 @@ impl Chain {
     }
 }
 
-/// Draws an emitter index according to [`EMITTERS`]' weights.
-fn pick_weighted(rng: &mut Rng) -> u8 {
-    let mut roll = rng.below(u64::from(TOTAL_WEIGHT)) as u32;
-    for (idx, emitter) in EMITTERS.iter().enumerate() {
+/// Draws an index into `emitters` according to their weights (`total_weight` is their sum).
+fn pick_weighted(rng: &mut Rng, emitters: &[Emitter], total_weight: u32) -> u8 {
+    let mut roll = rng.below(u64::from(total_weight)) as u32;
+    for (idx, emitter) in emitters.iter().enumerate() {
         if roll < emitter.weight {
             return idx as u8;
         }
@@ -516,6 +526,7 @@ mod tests {
             finalized_depth: 64,
             reorg_every: None,
             reorg_depth: 3,
+            anon_contract: false,
         })
     }
 
@@ -570,6 +581,84 @@ mod tests {
                 assert_eq!(log.log_index as usize, idx);
             }
             assert!(block.windows(2).all(|w| w[0].tx_index <= w[1].tx_index));
+        }
+    }
+
+    /// Keccak of everything the default chain (`DevNodeConfig::default()`, seed 7) says about blocks `0..=12_000`, its first dense segment
+    /// and its first block over 10,000 logs: every log's position, address, topics and data, and every 97th
+    /// block's transactions and bloom.
+    fn default_chain_digest() -> B256 {
+        let chain = Chain::new(crate::devnode::chain_params(
+            &crate::devnode::DevNodeConfig::default(),
+        ));
+        let state = chain.read();
+        let dense = (0..)
+            .map(|segment| segment * SEGMENT_LEN)
+            .find(|start| chain.density_of(*start) == Density::Dense)
+            .expect("a dense segment exists");
+        let huge = chain.huge_block_near(0);
+        let spans = [(0, 12_000), (dense, dense + SEGMENT_LEN - 1), (huge, huge)];
+        let mut bytes = Vec::new();
+        for (from, to) in spans {
+            for log in chain.canonical_logs(&state, from, to, u64::MAX) {
+                bytes.extend_from_slice(&log.block_number.to_be_bytes());
+                bytes.extend_from_slice(log.block_hash.as_slice());
+                bytes.extend_from_slice(log.tx_hash.as_slice());
+                bytes.extend_from_slice(&log.tx_index.to_be_bytes());
+                bytes.extend_from_slice(&log.log_index.to_be_bytes());
+                bytes.extend_from_slice(log.address.as_slice());
+                bytes.push(log.topics.len() as u8);
+                for topic in &log.topics {
+                    bytes.extend_from_slice(topic.as_slice());
+                }
+                bytes.extend_from_slice(&(log.data.len() as u64).to_be_bytes());
+                bytes.extend_from_slice(&log.data);
+            }
+            for number in (from..=to).step_by(97) {
+                let block = chain.full_block(&state, number, 0);
+                bytes.extend_from_slice(&(block.tx_hashes.len() as u64).to_be_bytes());
+                bytes.extend_from_slice(block.bloom.as_slice());
+            }
+        }
+        keccak256(&bytes)
+    }
+
+    /// Goal: options that are off leave the default chain byte for byte what it was, so existing tests,
+    /// benchmark figures and the README's output stay valid. Method: a digest of a stretch of the default
+    /// chain (sparse, medium, dense and huge blocks), pinned to the value computed before the opt-in
+    /// contracts existed. If this fails, the default chain changed: that must be a deliberate decision.
+    #[test]
+    fn the_default_chain_is_pinned_byte_for_byte() {
+        assert_eq!(
+            default_chain_digest(),
+            alloy_primitives::b256!(
+                "09977f9237c58c909424de1d44eb66f37e60027b5cd3b3988baa91eee36ff1b2"
+            )
+        );
+    }
+
+    /// With the opt-in anon contract on, every one of its events is emitted within a short chain (enough
+    /// for an end-to-end test), beside the default contracts; with it off, none is.
+    #[test]
+    fn the_anon_contract_emits_each_of_its_events_only_when_switched_on() {
+        let count_anon = |anon_contract: bool| {
+            let chain = Chain::new(ChainParams {
+                anon_contract,
+                ..chain(7).params
+            });
+            let state = chain.read();
+            let mut per_emitter = [0usize; EMITTERS.len()];
+            for log in chain.canonical_logs(&state, 0, 10_000, 10_000) {
+                per_emitter[usize::from(log.emitter)] += 1;
+            }
+            per_emitter
+        };
+        let off = count_anon(false);
+        assert!(off[contracts::N_DEFAULT_EMITTERS..].iter().all(|n| *n == 0));
+        let on = count_anon(true);
+        assert!(on[..contracts::N_DEFAULT_EMITTERS].iter().all(|n| *n > 100));
+        for (idx, n) in on.iter().enumerate().skip(contracts::N_DEFAULT_EMITTERS) {
+            assert!(*n > 100, "{}: {n} logs", EMITTERS[idx].event.name());
         }
     }
 

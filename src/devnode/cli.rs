@@ -69,12 +69,23 @@ pub struct DevnodeArgs {
     /// Distance from the head to the finalized block.
     #[arg(long, default_value_t = super::DEFAULT_FINALIZED_DEPTH)]
     pub finalized_depth: u64,
+    /// What the "finalized" and "safe" tags are answered with: block (the finalized block; "safe" refused
+    /// by eth_getBlockByNumber, as the spec says), null (a node that knows no finality: both blocks null,
+    /// eth_getLogs with either tag a -32000 "finalized header not found" error), or error (geth before the
+    /// merge: -32000 "finalized block not found" / "safe block not found"; eth_getLogs as with null).
+    #[arg(long, default_value = "block", value_parser = super::Finality::parse)]
+    pub finality: super::Finality,
     /// Reorg whenever the head reaches a multiple of N.
     #[arg(long, value_name = "N")]
     pub reorg_every: Option<u64>,
     /// Depth of the scripted reorgs.
     #[arg(long, default_value_t = super::config::DEFAULT_REORG_DEPTH)]
     pub reorg_depth: u64,
+    /// Also emit from the contract at 0xa404c0ffee000000000000000000000000000005 (abis/anon.json), whose
+    /// anonymous events share topic counts and data layouts with its named ones. Changes every contract's
+    /// logs: the default chain is the one without it.
+    #[arg(long)]
+    pub anon_contract: bool,
     /// Wording of the too-many-results error: plain, infura, alchemy, reth, reth-32000.
     #[arg(long, default_value = "plain", value_parser = super::TooManyStyle::parse)]
     pub too_many_style: super::TooManyStyle,
@@ -151,8 +162,10 @@ impl DevnodeArgs {
         cfg.chain.density = self.density;
         cfg.chain.block_time = (!self.block_time.is_zero()).then_some(self.block_time);
         cfg.chain.finalized_depth = self.finalized_depth;
+        cfg.chain.finality = self.finality;
         cfg.chain.reorg_every = self.reorg_every.filter(|every| *every > 0);
         cfg.chain.reorg_depth = self.reorg_depth;
+        cfg.chain.anon_contract = self.anon_contract;
         cfg.limits.too_many_style = self.too_many_style;
         cfg.limits.max_results = self.max_results;
         cfg.limits.query_budget = self.query_budget;
@@ -235,6 +248,9 @@ mod tests {
             "10ms",
             "--max-rps",
             "5",
+            "--anon-contract",
+            "--finality",
+            "error",
         ])
         .expect("valid flags");
         let cfg = parsed.args.to_config().expect("valid config");
@@ -244,10 +260,21 @@ mod tests {
         assert_eq!(cfg.faults.http_429, 0.5);
         assert_eq!(cfg.faults.latency, Duration::from_millis(10));
         assert_eq!(cfg.faults.max_rps, Some(5));
+        assert!(cfg.chain.anon_contract);
+        assert_eq!(cfg.chain.finality, super::super::Finality::Error);
         assert_eq!(
             cfg.limits.too_many_style,
             super::super::TooManyStyle::Alchemy
         );
         assert!(Wrapper::try_parse_from(["devnode", "--fault-5xx", "1.5"]).is_err());
+        assert!(Wrapper::try_parse_from(["devnode", "--finality", "maybe"]).is_err());
+    }
+
+    #[test]
+    fn without_flags_the_node_is_the_default_chain_with_finality() {
+        let parsed = Wrapper::try_parse_from(["devnode"]).expect("no flags");
+        let cfg = parsed.args.to_config().expect("valid config");
+        assert!(!cfg.chain.anon_contract);
+        assert_eq!(cfg.chain.finality, super::super::Finality::Block);
     }
 }

@@ -56,6 +56,12 @@ pub struct ChainConfig {
     pub reorg_every: Option<u64>,
     /// Depth of the scripted reorgs.
     pub reorg_depth: u64,
+    /// Also emit from [`contracts::ANON`](super::contracts::ANON), whose anonymous events collide with its
+    /// named ones. Off by default: with it off the chain is byte for byte the default chain; with it on every
+    /// contract's logs are drawn anew (the emitters share one random stream).
+    pub anon_contract: bool,
+    /// What the node answers for the `finalized` and `safe` tags (default: a block, as the spec's service).
+    pub finality: Finality,
 }
 
 impl Default for ChainConfig {
@@ -70,6 +76,50 @@ impl Default for ChainConfig {
             safe_depth: DEFAULT_SAFE_DEPTH,
             reorg_every: None,
             reorg_depth: DEFAULT_REORG_DEPTH,
+            anon_contract: false,
+            finality: Finality::Block,
+        }
+    }
+}
+
+/// What a node answers for the `finalized` and `safe` block tags: nodes without a finality gadget, or clients
+/// that never learn one, do not answer a block (`provider-errors.md`, "Block tags a node may not know").
+///
+/// | mode | `eth_getBlockByNumber("finalized")` | `eth_getBlockByNumber("safe")` | `eth_getLogs` with either tag |
+/// |---|---|---|---|
+/// | `Block` | the finalized block | `-32602` (spec: `safe` is not supported) | head minus the depth |
+/// | `Null` | `null` | `null` | `-32000` "finalized header not found" / "safe header not found" |
+/// | `Error` | `-32000` "finalized block not found" | `-32000` "safe block not found" | as `Null` |
+///
+/// `Null` and `Error` model clients other than the spec's service, which accept `safe` in
+/// `eth_getBlockByNumber` as geth does. For `eth_getLogs` both use geth's filter wording: geth resolves a
+/// tag it has no header for to that error, never to an empty answer, and so do other mainstream nodes;
+/// a `null` block cannot bound a range. Every other tag and number is answered as in `Block`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Finality {
+    /// A block: head minus [`ChainConfig::finalized_depth`] (the spec's service, and mainnet today).
+    #[default]
+    Block,
+    /// `null`: the tags are known but no block is finalized or safe (a fresh devnet, a client that never
+    /// sets them).
+    Null,
+    /// `-32000` "finalized block not found" / "safe block not found" (geth before the merge).
+    Error,
+}
+
+impl Finality {
+    /// Parses `block`, `null`, `error`.
+    ///
+    /// # Errors
+    /// The accepted names, when `text` is none of them.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        match text {
+            "block" => Ok(Self::Block),
+            "null" => Ok(Self::Null),
+            "error" => Ok(Self::Error),
+            other => Err(format!(
+                "{other:?} is not a finality answer (use block, null or error)"
+            )),
         }
     }
 }
@@ -236,6 +286,8 @@ pub const OPTION_NAMES: &[&str] = &[
     "safe_depth",
     "reorg_every",
     "reorg_depth",
+    "anon_contract",
+    "finality",
     "max_results",
     "max_params",
     "query_budget",
@@ -271,6 +323,14 @@ fn parse_probability(value: &str) -> Result<f64, String> {
         Err(format!(
             "{value} is not a probability (use a number from 0 to 1)"
         ))
+    }
+}
+
+fn parse_switch(value: &str) -> Result<bool, String> {
+    match value {
+        "on" | "true" | "yes" | "1" => Ok(true),
+        "off" | "false" | "no" | "0" => Ok(false),
+        other => Err(format!("{other:?} is not a switch (use on or off)")),
     }
 }
 
@@ -358,6 +418,8 @@ impl DevNodeConfig {
             "safe_depth" => parse_num(value).map(|v| self.chain.safe_depth = v),
             "reorg_every" => parse_optional(value).map(|v| self.chain.reorg_every = v),
             "reorg_depth" => parse_num(value).map(|v| self.chain.reorg_depth = v),
+            "anon_contract" => parse_switch(value).map(|v| self.chain.anon_contract = v),
+            "finality" => Finality::parse(value).map(|v| self.chain.finality = v),
             "max_results" => parse_num(value).map(|v| self.limits.max_results = v),
             "max_params" => parse_num(value).map(|v| self.limits.max_params = v),
             "query_budget" => parse_duration(value).map(|v| self.limits.query_budget = v),
@@ -425,6 +487,39 @@ mod tests {
         assert_eq!(cfg.limits.too_many_style, TooManyStyle::Alchemy);
         assert_eq!(cfg.faults.max_rps, Some(20));
         assert_eq!(cfg.key, "k");
+    }
+
+    #[test]
+    fn the_anon_contract_is_off_unless_switched_on() {
+        assert!(!DevNodeConfig::default().chain.anon_contract);
+        let on = DevNodeConfig::from_sim_url("sim://?anon_contract=on").expect("valid option");
+        assert!(on.chain.anon_contract);
+        let off = DevNodeConfig::from_sim_url("sim://?anon-contract=off").expect("valid option");
+        assert_eq!(off, DevNodeConfig::default());
+        let err = DevNodeConfig::from_sim_url("sim://?anon_contract=maybe").expect_err("no switch");
+        assert!(
+            err.contains("anon_contract") && err.contains("on or off"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn finality_answers_a_block_unless_set_to_null_or_error() {
+        assert_eq!(DevNodeConfig::default().chain.finality, Finality::Block);
+        for (text, finality) in [
+            ("block", Finality::Block),
+            ("null", Finality::Null),
+            ("error", Finality::Error),
+        ] {
+            let cfg = DevNodeConfig::from_sim_url(&format!("sim://?finality={text}"))
+                .expect("valid option");
+            assert_eq!(cfg.chain.finality, finality);
+        }
+        let err = DevNodeConfig::from_sim_url("sim://?finality=none").expect_err("not a mode");
+        assert!(
+            err.contains("finality") && err.contains("block, null or error"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -3,6 +3,9 @@
 //! The addresses do not depend on the seed, so an example `config.toml` can index them on any devnode. The ABI
 //! JSON files are the single source of truth: they are embedded here, parsed once, and every generated log is
 //! encoded from the parsed `alloy_json_abi::Event` (topic0 is its `selector()`, never a hand-written hash).
+//!
+//! The default chain emits from [`ALL_CONTRACTS`]. Opt-in contracts ([`ANON`]) come after them in
+//! [`EMITTERS`], so a chain without them draws exactly the numbers it always drew.
 
 use std::sync::LazyLock;
 
@@ -18,7 +21,18 @@ pub const PAIR: Address = address!("da1ec0ffee000000000000000000000000000003");
 /// A contract with events of every ABI shape (`abis/misc.json`): `Note`, `Batch`, `Order`, anonymous `Ping`.
 pub const MISC: Address = address!("d1ffc0ffee000000000000000000000000000004");
 
-/// Every simulated contract address, in the order above.
+/// A contract whose anonymous events collide with its named ones (`abis/anon.json`), emitted only when
+/// [`ChainConfig::anon_contract`](super::ChainConfig::anon_contract) is on.
+///
+/// Named: `Tick` (1 topic), `Deposit`, `Pause`, `Memo` (2 topics), `Move` (3), `Trade` (4). Anonymous: `Beat`
+/// (0 topics), `Skim` (2), `Sweep` (4). Every log of `Deposit` and `Memo` has `Skim`'s topic count and data
+/// that decodes as `Skim`, every `Trade` decodes as `Sweep`, and `Tick`'s data has `Beat`'s layout: only the
+/// selector in topic0 says which event a log is. `Pause` has `Skim`'s topic count but data too short for it.
+/// `Memo` is there to be left out of a config (a named event present in the ABI but not indexed).
+pub const ANON: Address = address!("a404c0ffee000000000000000000000000000005");
+
+/// Every contract address of the default chain, in the order above (opt-in contracts such as [`ANON`] are
+/// not in it).
 pub const ALL_CONTRACTS: [Address; 4] = [TOKEN_A, TOKEN_B, PAIR, MISC];
 
 /// `abis/erc20.json`, embedded.
@@ -27,6 +41,8 @@ pub const ERC20_ABI_JSON: &str = include_str!("../../abis/erc20.json");
 pub const UNISWAP_V2_PAIR_ABI_JSON: &str = include_str!("../../abis/uniswap_v2_pair.json");
 /// `abis/misc.json`, embedded.
 pub const MISC_ABI_JSON: &str = include_str!("../../abis/misc.json");
+/// `abis/anon.json`, embedded.
+pub const ANON_ABI_JSON: &str = include_str!("../../abis/anon.json");
 
 /// An event shape the generator knows how to fill with values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,6 +55,15 @@ pub(crate) enum EventId {
     Batch,
     Order,
     Ping,
+    Tick,
+    Deposit,
+    Pause,
+    Memo,
+    Move,
+    Trade,
+    Beat,
+    Skim,
+    Sweep,
 }
 
 impl EventId {
@@ -53,6 +78,15 @@ impl EventId {
             EventId::Batch => "Batch",
             EventId::Order => "Order",
             EventId::Ping => "Ping",
+            EventId::Tick => "Tick",
+            EventId::Deposit => "Deposit",
+            EventId::Pause => "Pause",
+            EventId::Memo => "Memo",
+            EventId::Move => "Move",
+            EventId::Trade => "Trade",
+            EventId::Beat => "Beat",
+            EventId::Skim => "Skim",
+            EventId::Sweep => "Sweep",
         }
     }
 
@@ -62,6 +96,15 @@ impl EventId {
             EventId::Transfer | EventId::Approval => ERC20_ABI_JSON,
             EventId::Swap | EventId::Sync => UNISWAP_V2_PAIR_ABI_JSON,
             EventId::Note | EventId::Batch | EventId::Order | EventId::Ping => MISC_ABI_JSON,
+            EventId::Tick
+            | EventId::Deposit
+            | EventId::Pause
+            | EventId::Memo
+            | EventId::Move
+            | EventId::Trade
+            | EventId::Beat
+            | EventId::Skim
+            | EventId::Sweep => ANON_ABI_JSON,
         }
     }
 }
@@ -77,8 +120,11 @@ pub(crate) struct Emitter {
     pub(crate) weight: u32,
 }
 
-/// Every (contract, event) pair the chain emits.
-pub(crate) const EMITTERS: [Emitter; 10] = [
+/// How many of [`EMITTERS`] the default chain emits: those of [`ALL_CONTRACTS`].
+pub(crate) const N_DEFAULT_EMITTERS: usize = 10;
+
+/// Every (contract, event) pair a chain may emit: the default chain's first, then the opt-in [`ANON`]'s.
+pub(crate) const EMITTERS: [Emitter; 19] = [
     Emitter {
         address: TOKEN_A,
         event: EventId::Transfer,
@@ -129,18 +175,62 @@ pub(crate) const EMITTERS: [Emitter; 10] = [
         event: EventId::Ping,
         weight: 3,
     },
+    // Opt-in: `ChainConfig::anon_contract`. Weights make each event a few hundred logs in 10,000 blocks.
+    Emitter {
+        address: ANON,
+        event: EventId::Tick,
+        weight: 3,
+    },
+    Emitter {
+        address: ANON,
+        event: EventId::Deposit,
+        weight: 3,
+    },
+    Emitter {
+        address: ANON,
+        event: EventId::Pause,
+        weight: 2,
+    },
+    Emitter {
+        address: ANON,
+        event: EventId::Memo,
+        weight: 3,
+    },
+    Emitter {
+        address: ANON,
+        event: EventId::Move,
+        weight: 3,
+    },
+    Emitter {
+        address: ANON,
+        event: EventId::Trade,
+        weight: 3,
+    },
+    Emitter {
+        address: ANON,
+        event: EventId::Beat,
+        weight: 3,
+    },
+    Emitter {
+        address: ANON,
+        event: EventId::Skim,
+        weight: 3,
+    },
+    Emitter {
+        address: ANON,
+        event: EventId::Sweep,
+        weight: 3,
+    },
 ];
 
-/// Sum of the weights of [`EMITTERS`].
-pub(crate) const TOTAL_WEIGHT: u32 = {
-    let mut total = 0;
-    let mut i = 0;
-    while i < EMITTERS.len() {
-        total += EMITTERS[i].weight;
-        i += 1;
+/// The emitters of a chain: the default chain's, or with the opt-in [`ANON`] contract's after them.
+pub(crate) fn emitters(anon_contract: bool) -> &'static [Emitter] {
+    if anon_contract {
+        &EMITTERS
+    } else {
+        &EMITTERS[..N_DEFAULT_EMITTERS]
     }
-    total
-};
+}
 
 /// A parsed event and its topic0.
 #[derive(Debug)]
@@ -188,8 +278,51 @@ mod tests {
         for (idx, emitter) in EMITTERS.iter().enumerate() {
             let event = parsed(idx);
             assert_eq!(event.abi.name, emitter.event.name());
-            assert_eq!(event.abi.anonymous, emitter.event == EventId::Ping);
+            assert_eq!(
+                event.abi.anonymous,
+                matches!(
+                    emitter.event,
+                    EventId::Ping | EventId::Beat | EventId::Skim | EventId::Sweep
+                ),
+                "{}",
+                emitter.event.name()
+            );
         }
+    }
+
+    #[test]
+    fn the_default_chain_emits_from_the_four_default_contracts_only() {
+        let default = emitters(false);
+        assert_eq!(default.len(), N_DEFAULT_EMITTERS);
+        assert!(default.iter().all(|e| ALL_CONTRACTS.contains(&e.address)));
+        assert!(EMITTERS[N_DEFAULT_EMITTERS..]
+            .iter()
+            .all(|e| e.address == ANON));
+        assert_eq!(emitters(true).len(), EMITTERS.len());
+    }
+
+    /// The anon contract's ABI is shaped so that named and anonymous events collide: this pins the topic
+    /// counts the collisions rely on (see [`ANON`]).
+    #[test]
+    fn the_anon_contracts_events_have_the_colliding_topic_counts() {
+        let topics = |name: &str| {
+            let idx = EMITTERS
+                .iter()
+                .position(|e| e.address == ANON && e.event.name() == name)
+                .unwrap_or_else(|| panic!("{name} is emitted"));
+            let event = &parsed(idx).abi;
+            let n_indexed = event.inputs.iter().filter(|p| p.indexed).count();
+            (n_indexed + usize::from(!event.anonymous), event.anonymous)
+        };
+        assert_eq!(topics("Tick"), (1, false));
+        assert_eq!(topics("Deposit"), (2, false));
+        assert_eq!(topics("Pause"), (2, false));
+        assert_eq!(topics("Memo"), (2, false));
+        assert_eq!(topics("Move"), (3, false));
+        assert_eq!(topics("Trade"), (4, false));
+        assert_eq!(topics("Beat"), (0, true));
+        assert_eq!(topics("Skim"), (2, true));
+        assert_eq!(topics("Sweep"), (4, true));
     }
 
     #[test]

@@ -36,7 +36,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 pub use config::{
-    ChainConfig, DevNodeConfig, FaultConfig, LimitConfig, TooManyStyle, DEFAULT_BLOCKS,
+    ChainConfig, DevNodeConfig, FaultConfig, Finality, LimitConfig, TooManyStyle, DEFAULT_BLOCKS,
     DEFAULT_CHAIN_ID, DEFAULT_FINALIZED_DEPTH, DEFAULT_MAX_PARAMS, DEFAULT_MAX_RESULTS,
     OPTION_NAMES,
 };
@@ -61,6 +61,7 @@ fn chain_params(cfg: &DevNodeConfig) -> ChainParams {
         finalized_depth: cfg.chain.finalized_depth,
         reorg_every: cfg.chain.reorg_every,
         reorg_depth: cfg.chain.reorg_depth,
+        anon_contract: cfg.chain.anon_contract,
     }
 }
 
@@ -243,7 +244,8 @@ impl GroundTruth {
         self.chain.watch_head()
     }
 
-    /// The current `finalized` block (head minus the finalized depth).
+    /// The current `finalized` block (head minus the finalized depth). The node names it only under
+    /// [`Finality::Block`]; under the other modes this is still where finality would be.
     pub fn finalized(&self) -> u64 {
         self.head()
             .saturating_sub(self.chain.params.finalized_depth)

@@ -3,7 +3,8 @@
 //! Pure with respect to I/O: a request body goes in, a response body comes out, given a request counter (for
 //! fault decisions) and a lag (for a lagging backend). Error codes follow geth and the spec: -32700 parse error,
 //! -32600 invalid request, -32601 unknown method, -32602 bad params, -32005 for the spec's result and duration
-//! limits, -32000 for "unknown block" and a reversed range, -32603 internal error.
+//! limits, -32000 for "unknown block", a reversed range and (under [`Finality`] `null`/`error`) a finality tag
+//! the node has no block for, -32603 internal error.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,7 +12,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use super::chain::{Chain, ChainState, Header};
-use super::config::{DevNodeConfig, TooManyStyle};
+use super::config::{DevNodeConfig, Finality, TooManyStyle};
 use super::faults::{self, CallFault};
 use super::json::{self, BlockKind, TxDetail};
 use super::params::{self, BlockTag, LogRange};
@@ -49,6 +50,28 @@ pub(crate) fn rate_limit_error(retry_after_secs: u64) -> RpcError {
             "backoff_seconds": retry_after_secs,
         })),
     }
+}
+
+/// The `-32000` geth answers `eth_getBlockByNumber` with for a finality tag it has no block for (before the
+/// merge: "finalized block not found", "safe block not found").
+fn no_tagged_block(tag: BlockTag) -> RpcError {
+    let name = if tag == BlockTag::Safe {
+        "safe"
+    } else {
+        "finalized"
+    };
+    RpcError::new(-32000, format!("{name} block not found"))
+}
+
+/// The `-32000` geth's log filter answers for a finality tag it has no header for ("finalized header not
+/// found", "safe header not found"): a range cannot be bounded by a block the node does not have.
+fn no_tagged_header(tag: BlockTag) -> RpcError {
+    let name = if tag == BlockTag::Safe {
+        "safe"
+    } else {
+        "finalized"
+    };
+    RpcError::new(-32000, format!("{name} header not found"))
 }
 
 /// The heights one request sees: a lagging backend sees an older head.
@@ -237,16 +260,21 @@ impl Service {
             }
             "eth_getBlockByNumber" => {
                 arity(params, 2, 2)?;
-                let tag = params::block_tag(&params[0], false)
+                let finality = self.cfg.chain.finality;
+                // spec: `safe` is not supported here; the clients the other modes model (geth) accept it.
+                let allow_safe = finality != Finality::Block;
+                let tag = params::block_tag(&params[0], allow_safe)
                     .map_err(|e| RpcError::invalid_argument(0, e))?;
                 let detail = tx_detail(&params[1])?;
                 let (number, kind) = match tag {
                     BlockTag::Number(n) => (Some(n).filter(|n| *n <= view.head), BlockKind::Mined),
                     BlockTag::Latest => (Some(view.head), BlockKind::Mined),
                     BlockTag::Earliest => (Some(0), BlockKind::Mined),
-                    BlockTag::Finalized | BlockTag::Safe => {
-                        (Some(view.finalized), BlockKind::Mined)
-                    }
+                    BlockTag::Finalized | BlockTag::Safe => match finality {
+                        Finality::Block => (Some(view.finalized), BlockKind::Mined),
+                        Finality::Null => (None, BlockKind::Mined),
+                        Finality::Error => return Err(no_tagged_block(tag)),
+                    },
                     BlockTag::Pending => (Some(view.head + 1), BlockKind::Pending),
                 };
                 self.write_block(out, &state, number, kind, detail);
@@ -312,19 +340,23 @@ impl Service {
                 ),
             ));
         }
+        let finality = self.cfg.chain.finality;
         let resolve = |tag: BlockTag| match tag {
-            BlockTag::Number(n) => n,
-            BlockTag::Latest | BlockTag::Pending => view.head,
-            BlockTag::Earliest => 0,
-            BlockTag::Safe => view.safe,
-            BlockTag::Finalized => view.finalized,
+            BlockTag::Number(n) => Ok(n),
+            BlockTag::Latest | BlockTag::Pending => Ok(view.head),
+            BlockTag::Earliest => Ok(0),
+            BlockTag::Safe | BlockTag::Finalized if finality != Finality::Block => {
+                Err(no_tagged_header(tag))
+            }
+            BlockTag::Safe => Ok(view.safe),
+            BlockTag::Finalized => Ok(view.finalized),
         };
         let (from, to) = match request.range {
             LogRange::Hash(hash) => match self.chain.number_of_hash(state, &hash, view.head) {
                 Some(number) => (number, number),
                 None => return Err(RpcError::new(-32000, "unknown block")),
             },
-            LogRange::Range { from, to } => (resolve(from), resolve(to)),
+            LogRange::Range { from, to } => (resolve(from)?, resolve(to)?),
         };
         if from > to {
             return Err(RpcError::new(-32000, "invalid block range params"));

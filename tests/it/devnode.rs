@@ -10,7 +10,7 @@ use std::time::Duration;
 use alloy_primitives::{keccak256, Address, B256};
 use futures::{SinkExt, StreamExt};
 use logslice::devnode::contracts::{ALL_CONTRACTS, MISC, PAIR, TOKEN_A, TOKEN_B};
-use logslice::devnode::{DevNode, DevNodeConfig, GroundTruth, TooManyStyle, TruthLog};
+use logslice::devnode::{DevNode, DevNodeConfig, Finality, GroundTruth, TooManyStyle, TruthLog};
 use serde_json::{json, Value};
 use tokio_tungstenite::tungstenite;
 
@@ -1332,5 +1332,168 @@ async fn over_websocket_a_server_error_becomes_32603() {
     let answer = socket.next().await.expect("open").expect("frame");
     let answer: Value = serde_json::from_str(answer.to_text().expect("text")).expect("JSON");
     assert_eq!(error_of(&answer).0, -32603);
+    node.shutdown().await;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Finality tags a node may not know (`provider-errors.md`, "Block tags a node may not know")
+
+/// Asserts that `response` is a `-32000` error with exactly `message`.
+fn assert_server_error(response: &Value, message: &str) {
+    let (code, got) = error_of(response);
+    assert_eq!(
+        (code, got.as_str()),
+        (-32000, format!("{message:?}").as_str()),
+        "{response}"
+    );
+}
+
+/// The default (`finality = block`): `finalized` is a block at the finalized depth, `safe` is refused by
+/// `eth_getBlockByNumber` as the spec says, and `eth_getLogs` resolves both tags to their heights.
+#[tokio::test]
+async fn finality_block_answers_the_finalized_block_and_logs_up_to_the_tags() {
+    let node = start(|cfg| {
+        cfg.chain.blocks = 1_000;
+        cfg.chain.finality = Finality::Block;
+    })
+    .await;
+    let truth = node.truth();
+    let block = result(&node, "eth_getBlockByNumber", json!(["finalized", false])).await;
+    assert_eq!(parse_quantity(&block["number"]), 1_000 - 64);
+    let (code, _) = error_of(&call(&node, "eth_getBlockByNumber", json!(["safe", false])).await);
+    assert_eq!(code, -32602);
+    let logs = result(
+        &node,
+        "eth_getLogs",
+        json!([{"fromBlock": hex(900), "toBlock": "finalized"}]),
+    )
+    .await;
+    assert_logs_are(&logs, &truth.logs(900, 1_000 - 64));
+    let logs = result(
+        &node,
+        "eth_getLogs",
+        json!([{"fromBlock": "safe", "toBlock": "safe"}]),
+    )
+    .await;
+    assert_logs_are(&logs, &truth.logs(1_000 - 32, 1_000 - 32));
+    node.shutdown().await;
+}
+
+/// `finality = null`, a node that knows no finality: `eth_getBlockByNumber` answers `null` for `finalized`
+/// and for `safe` (accepted, as geth does), `eth_getLogs` with either tag in either bound is geth's `-32000`
+/// "... header not found", and every other tag and number is served as usual (in a batch too).
+#[tokio::test]
+async fn finality_null_answers_null_blocks_and_refuses_logs_bounded_by_the_tags() {
+    let node = start(|cfg| {
+        cfg.chain.blocks = 1_000;
+        cfg.chain.finality = Finality::Null;
+    })
+    .await;
+    for tag in ["finalized", "safe"] {
+        for detail in [false, true] {
+            assert_eq!(
+                result(&node, "eth_getBlockByNumber", json!([tag, detail])).await,
+                Value::Null,
+                "{tag}"
+            );
+        }
+    }
+    for (filter, message) in [
+        (
+            json!({"fromBlock": hex(900), "toBlock": "finalized"}),
+            "finalized header not found",
+        ),
+        (
+            json!({"fromBlock": "finalized", "toBlock": "latest"}),
+            "finalized header not found",
+        ),
+        (
+            json!({"fromBlock": hex(900), "toBlock": "safe"}),
+            "safe header not found",
+        ),
+    ] {
+        assert_server_error(&call(&node, "eth_getLogs", json!([filter])).await, message);
+    }
+    let latest = result(&node, "eth_getBlockByNumber", json!(["latest", false])).await;
+    assert_eq!(parse_quantity(&latest["number"]), 1_000);
+    let logs = result(&node, "eth_getLogs", logs_filter(900, 1_000)).await;
+    assert_logs_are(&logs, &node.truth().logs(900, 1_000));
+    // One JSON-RPC batch: the null is one call's answer, the others are unaffected.
+    let (_, _, answers) = post(
+        &node.http_url(),
+        &json!([
+            {"jsonrpc": "2.0", "id": 1, "method": "eth_getBlockByNumber", "params": ["finalized", false]},
+            {"jsonrpc": "2.0", "id": 2, "method": "eth_blockNumber", "params": []},
+        ]),
+    )
+    .await;
+    assert_eq!(answers[0]["result"], Value::Null, "{answers}");
+    assert_eq!(parse_quantity(&answers[1]["result"]), 1_000);
+    node.shutdown().await;
+}
+
+/// `finality = error`, geth before the merge: `eth_getBlockByNumber` answers `-32000` "finalized block not
+/// found" / "safe block not found", over HTTP and WebSocket alike; `eth_getLogs` as under `null`.
+#[tokio::test]
+async fn finality_error_answers_block_not_found_errors_for_the_tags() {
+    let node = start(|cfg| {
+        cfg.chain.blocks = 1_000;
+        cfg.chain.finality = Finality::Error;
+    })
+    .await;
+    assert_server_error(
+        &call(&node, "eth_getBlockByNumber", json!(["finalized", false])).await,
+        "finalized block not found",
+    );
+    assert_server_error(
+        &call(&node, "eth_getBlockByNumber", json!(["safe", true])).await,
+        "safe block not found",
+    );
+    assert_server_error(
+        &call(
+            &node,
+            "eth_getLogs",
+            json!([{"fromBlock": "safe", "toBlock": "finalized"}]),
+        )
+        .await,
+        "safe header not found",
+    );
+    let earliest = result(&node, "eth_getBlockByNumber", json!(["earliest", false])).await;
+    assert_eq!(parse_quantity(&earliest["number"]), 0);
+    let (mut socket, _) = tokio_tungstenite::connect_async(node.ws_url())
+        .await
+        .expect("websocket connects");
+    let request = request("eth_getBlockByNumber", json!(["finalized", false]));
+    socket
+        .send(tungstenite::Message::text(request.to_string()))
+        .await
+        .expect("send");
+    let answer = loop {
+        match tokio::time::timeout(GUARD, socket.next())
+            .await
+            .expect("guard")
+            .expect("an answer")
+            .expect("a message")
+        {
+            tungstenite::Message::Text(text) => {
+                break serde_json::from_str::<Value>(&text).expect("JSON");
+            }
+            _ => continue,
+        }
+    };
+    assert_server_error(&answer, "finalized block not found");
+    node.shutdown().await;
+}
+
+/// The finality modes over `sim://` options reach the node: `sim://?finality=null` serves null blocks.
+#[tokio::test]
+async fn finality_is_a_sim_url_option() {
+    let mut cfg = DevNodeConfig::from_sim_url("sim://?finality=null&blocks=100").expect("valid");
+    cfg.key = "demo".into();
+    let node = DevNode::start(cfg).await.expect("starts");
+    assert_eq!(
+        result(&node, "eth_getBlockByNumber", json!(["finalized", false])).await,
+        Value::Null
+    );
     node.shutdown().await;
 }

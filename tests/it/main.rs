@@ -1,5 +1,6 @@
 //! Integration tests: one binary, a module per feature (linked once on a 2-core CI).
 
+mod anon;
 mod devnode;
 mod follow;
 mod ops;

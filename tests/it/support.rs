@@ -268,20 +268,45 @@ fn events_of(file: &str) -> Vec<Event> {
     abi.events().cloned().collect()
 }
 
-/// What the database must hold: the truth logs of configured contracts and events from their start blocks.
+/// The (topic0, topic count) a log must have to match each configured event of `c`: topic0 is `None` for an
+/// anonymous event, which any log of its topic count matches.
+fn match_keys(c: &Contract) -> Vec<(Option<B256>, usize)> {
+    events_of(c.abi)
+        .into_iter()
+        .filter(|event| c.events.is_empty() || c.events.contains(&event.name.as_str()))
+        .map(|event| {
+            let n_indexed = event.inputs.iter().filter(|param| param.indexed).count();
+            let selector = (!event.anonymous).then(|| event.selector());
+            (selector, n_indexed + usize::from(selector.is_some()))
+        })
+        .collect()
+}
+
+/// What the database must hold: the truth logs of configured contracts from their start blocks that a
+/// configured event matches, with the names of those contracts.
+///
+/// A log matches a named event when topic0 is its selector and the topic count is its own; an anonymous event
+/// when the topic count is its own, whatever the log really is. So a contract with an anonymous event also
+/// stores raw the logs of its other events of that topic count, configured or not; which typed table a log
+/// belongs to is decided by what the node emitted (`TruthLog::event`), not by this.
 pub fn expected_logs(
     truth: &GroundTruth,
     contracts: &[Contract],
     to: u64,
 ) -> Vec<(TruthLog, Vec<&'static str>)> {
+    let keys: Vec<Vec<(Option<B256>, usize)>> = contracts.iter().map(match_keys).collect();
     let mut out = Vec::new();
     for log in truth.logs(0, to) {
         let mut tables = Vec::new();
-        for c in contracts
-            .iter()
-            .filter(|c| c.address == log.address && c.start_block <= log.block_number)
-        {
-            if c.events.is_empty() || c.events.contains(&log.event) {
+        for (c, keys) in contracts.iter().zip(&keys) {
+            if c.address != log.address || c.start_block > log.block_number {
+                continue;
+            }
+            let matched = keys.iter().any(|(selector, n_topics)| {
+                log.topics.len() == *n_topics
+                    && selector.is_none_or(|selector| log.topics.first() == Some(&selector))
+            });
+            if matched {
                 tables.push(c.name);
             }
         }
@@ -533,6 +558,16 @@ pub async fn checkpoint(work: &Workdir, contract: &str) -> Option<i64> {
             .await
             .ok()
             .flatten(),
+    };
+    text.and_then(|t| t.parse().ok())
+}
+
+/// How many rows `table` holds; `None` while the database or the table does not exist.
+pub async fn row_count(work: &Workdir, table: &str) -> Option<i64> {
+    let sql = format!("SELECT CAST(count(*) AS TEXT) FROM \"{table}\"");
+    let text: Option<String> = match work.reader().await? {
+        Reader::Sqlite(mut conn) => sqlx::query_scalar(&sql).fetch_one(&mut conn).await.ok(),
+        Reader::Postgres(mut conn) => sqlx::query_scalar(&sql).fetch_one(&mut conn).await.ok(),
     };
     text.and_then(|t| t.parse().ok())
 }
