@@ -6,6 +6,7 @@
 //! Method: prepare a real database (SQLite in a temp dir, Postgres in a schema of its own), damage one record
 //! with SQL behind the sink's back, then call the sink API that reads it.
 
+use logslice::decode::ColumnKind;
 use logslice::primitives::Address;
 use logslice::sink::{self, ReindexSpec, Sink};
 use sqlx::Executor;
@@ -283,4 +284,144 @@ async fn a_batch_number_beyond_its_column_is_refused_naming_the_row_in_sqlite() 
 #[tokio::test]
 async fn a_batch_number_beyond_its_column_is_refused_naming_the_row_in_postgres() {
     a_number_beyond_its_column_is_refused(Backend::Postgres).await;
+}
+
+// ---- One behaviour for both backends ----
+
+/// A refusal's text with the column lists taken out: they spell each column's type as its database does
+/// (`numeric(78,0)`, `TEXT`), and everything else must read the same on both backends.
+fn without_column_lists(text: &str) -> String {
+    let mut out = String::new();
+    let mut depth = 0;
+    let mut rest = text;
+    // Only the lists after "columns" and "gives" are cut; a `(...)` elsewhere stays.
+    while let Some(start) = rest.find(['(', ')']) {
+        let (before, after) = rest.split_at(start);
+        if depth == 0 {
+            out.push_str(before);
+        }
+        let opens = after.starts_with('(');
+        let is_list = before.ends_with("columns ") || before.ends_with("gives ");
+        match (opens, depth) {
+            (true, 0) if is_list => depth = 1,
+            (true, d) if d > 0 => depth += 1,
+            (false, d) if d > 1 => depth -= 1,
+            (false, 1) => {
+                depth = 0;
+                out.push_str("(...)");
+            }
+            _ => out.push(after.chars().next().unwrap()),
+        }
+        rest = &after[1..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Each refusal `prepare` or `check_chain_id` makes on `backend`: (what changed, its message). After each,
+/// the database still takes the unchanged config and a batch.
+async fn refusals(backend: Backend) -> Vec<(&'static str, String)> {
+    let mut db = prepared(backend).await;
+    let mut refused = Vec::new();
+    let mut renamed = everything_table();
+    renamed.columns[1].name = "value".to_owned();
+    // `bytes` -> `string`: BLOB -> TEXT on SQLite, bytea -> text on Postgres; the names stay.
+    let mut retyped = everything_table();
+    retyped.columns[6].kind = ColumnKind::Text;
+    for (what, table) in [("a renamed column", renamed), ("a column's type", retyped)] {
+        let err = db.sink.prepare(&[table], &[contract()]).await.unwrap_err();
+        assert!(matches!(err, sink::Error::Mismatch(_)), "{what}: {err:?}");
+        refused.push((what, err.to_string()));
+    }
+    let mut moved = contract();
+    moved.addresses = vec![Address::repeat_byte(0xcd)];
+    let err = db
+        .sink
+        .prepare(&[everything_table()], &[moved])
+        .await
+        .unwrap_err();
+    assert!(matches!(err, sink::Error::Mismatch(_)), "{err:?}");
+    refused.push(("an address", err.to_string()));
+    db.sink.check_chain_id(1).await.unwrap();
+    let err = db.sink.check_chain_id(5).await.unwrap_err();
+    assert!(matches!(err, sink::Error::Mismatch(_)), "{err:?}");
+    refused.push(("the chain", err.to_string()));
+
+    // Every refusal came before a transaction: nothing is held, and the unchanged config still works.
+    if let Backend::Postgres = backend {
+        let mut conn = db.schema().connect().await;
+        let open: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND state LIKE 'idle in transaction%'",
+        )
+        .bind(&db.schema().name)
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+        assert_eq!(open, 0, "a refusal left a transaction open");
+    }
+    db.sink
+        .prepare(&[everything_table()], &[contract()])
+        .await
+        .expect("the unchanged config after the refusals");
+    db.sink.commit(&batch(100..=100)).await.unwrap();
+    assert_eq!(db.count("demo_everything").await, 3);
+    db.sink.close().await;
+    refused
+}
+
+/// Goal: the same change is refused with the same words on both backends (the column lists aside, which
+/// spell each database's types), and the fix named for a changed ABI or address is `--reindex demo`.
+#[tokio::test]
+async fn refusals_read_the_same_on_both_backends_and_name_reindex_where_it_is_the_fix() {
+    let sqlite = refusals(Backend::Sqlite).await;
+    let postgres = refusals(Backend::Postgres).await;
+    assert_eq!(sqlite.len(), postgres.len());
+    for ((what, on_sqlite), (_, on_postgres)) in sqlite.iter().zip(&postgres) {
+        assert_eq!(
+            without_column_lists(on_sqlite),
+            without_column_lists(on_postgres),
+            "{what}"
+        );
+        let names_reindex = on_sqlite.contains("logslice sync --reindex demo --to");
+        assert_eq!(names_reindex, *what != "the chain", "{what}: {on_sqlite}");
+    }
+    assert!(
+        sqlite[3].1.contains("chain 1") && sqlite[3].1.contains("chain 5"),
+        "{}",
+        sqlite[3].1
+    );
+    // The address lists are the same on both: JSON of `0x` + lowercase hex.
+    assert_eq!(sqlite[2].1, postgres[2].1);
+}
+
+/// Goal: SQLite compares column types too: `bytes` became `string` under the same column names, and the
+/// message shows both types.
+#[tokio::test]
+async fn a_column_whose_type_changed_is_refused_in_sqlite() {
+    let mut db = prepared(Backend::Sqlite).await;
+    let mut retyped = everything_table();
+    retyped.columns[6].kind = ColumnKind::Text;
+    let err = db
+        .sink
+        .prepare(&[retyped], &[contract()])
+        .await
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(
+        matches!(&err, sink::Error::Mismatch(_))
+            && text.contains("blob BLOB")
+            && text.contains("blob TEXT")
+            && text.contains("--reindex demo"),
+        "{text}"
+    );
+    assert_eq!(exit_code(err), logslice::exit::CONFIG);
+    db.sink.close().await;
+}
+
+#[test]
+fn column_lists_are_cut_from_refusals_and_nothing_else() {
+    assert_eq!(
+        without_column_lists("table t exists with columns (a INTEGER, b numeric(78,0)) but the config's ABI gives (a bigint): fix (or not)"),
+        "table t exists with columns (...) but the config's ABI gives (...): fix (or not)"
+    );
 }
