@@ -2,11 +2,19 @@
 //! and checkpoints. The sink knows batches, checkpoints and block ranges; it never sees a URL, an
 //! `rpc::Error` or a transport. Every typed value becomes the text form `interface.md` fixes here, with one
 //! function each way ([`hex`]).
+//!
+//! What both backends do is written once: `prepare` (the typed tables and the checks that refuse a changed
+//! chain, contract or ABI, with one wording), `read` (every record read back is checked, never replaced by
+//! a default) and `write` (the statements of a batch's bookkeeping, a rollback and a reindex). `sqlite` and
+//! `postgres` hold only what differs: the dialect, the bulk inserts and connection handling.
 
 mod migrate;
 mod postgres;
+mod prepare;
+mod read;
 mod sqlite;
 mod sqlite_wal;
+mod write;
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -14,6 +22,9 @@ use alloy_primitives::{Address, B256};
 
 use crate::decode::{Column, Value};
 use crate::primitives::{BlockNumber, BlockRange, Log, LogKey};
+
+use prepare::Dialect;
+use write::{Param, Statement};
 
 pub use postgres::{PostgresSink, COMMIT_ATTEMPTS};
 pub use sqlite::SqliteSink;
@@ -71,6 +82,18 @@ pub enum Error {
     /// The database was built for something else (another chain, another address under a table).
     #[error("{0}")]
     Mismatch(String),
+    /// A value that cannot be right, never replaced by a default: a record the database holds that does not
+    /// parse, a negative block number or count, a number that does not fit; or a number in a batch that the
+    /// database cannot store.
+    #[error("{table} row {row}: {problem}")]
+    Invalid {
+        /// The table.
+        table: String,
+        /// Which row, by its key (`contract = "usdc"`).
+        row: String,
+        /// What is wrong with it, naming the column, and what to do.
+        problem: String,
+    },
 }
 
 fn query_error(doing: &'static str) -> impl FnOnce(sqlx::Error) -> Error {
@@ -228,41 +251,35 @@ pub enum Sink {
 }
 
 impl Sink {
-    /// Creates the typed tables that do not exist yet and records the contracts.
+    /// Creates the typed tables that do not exist yet and records the contracts, in one transaction.
     ///
     /// # Errors
-    /// [`Error::Query`]; [`Error::Mismatch`] when a table exists with other columns.
+    /// [`Error::Mismatch`] when a table exists with other columns (names or types), or a contract is recorded
+    /// with other addresses; nothing is then changed. [`Error::Invalid`] when a configured contract's record
+    /// cannot be read; [`Error::Query`].
     pub async fn prepare(
         &mut self,
         tables: &[TableSpec],
         contracts: &[ContractSpec],
     ) -> Result<(), Error> {
-        match self {
-            Sink::Sqlite(s) => s.prepare(tables, contracts).await,
-            Sink::Postgres(s) => s.prepare(tables, contracts).await,
-        }
+        prepare::prepare(self, tables, contracts).await
     }
 
     /// Remembers the chain id on first use; refuses a database built from another chain.
     ///
     /// # Errors
-    /// [`Error::Mismatch`] naming both chain ids.
+    /// [`Error::Mismatch`] naming both chain ids; [`Error::Invalid`] when the stored one is not a number;
+    /// [`Error::Query`].
     pub async fn check_chain_id(&self, chain_id: u64) -> Result<(), Error> {
-        match self {
-            Sink::Sqlite(s) => s.check_chain_id(chain_id).await,
-            Sink::Postgres(s) => s.check_chain_id(chain_id).await,
-        }
+        prepare::check_chain_id(self, chain_id).await
     }
 
     /// Every contract's checkpoint.
     ///
     /// # Errors
-    /// [`Error::Query`].
+    /// [`Error::Query`]; [`Error::Invalid`] naming the row when one is not a block number.
     pub async fn checkpoints(&self) -> Result<HashMap<String, BlockNumber>, Error> {
-        match self {
-            Sink::Sqlite(s) => s.checkpoints().await,
-            Sink::Postgres(s) => s.checkpoints().await,
-        }
+        read::checkpoints(self).await
     }
 
     /// Commits a batch in one transaction: raw rows, typed rows, checkpoints. Idempotent on
@@ -270,30 +287,28 @@ impl Sink {
     ///
     /// # Errors
     /// [`Error::Query`]; [`Error::ConnectionLost`] when every attempt lost its connection;
-    /// [`Error::Malformed`] when a typed row does not fit the prepared tables. Nothing of the batch is then
-    /// committed, except that a connection lost during the final `COMMIT` leaves unknown whether it landed:
-    /// committing the batch again is harmless either way.
+    /// [`Error::Malformed`] when a typed row does not fit the prepared tables; [`Error::Invalid`] when a
+    /// number does not fit its column. Nothing of the batch is then committed, except that a connection lost
+    /// during the final `COMMIT` leaves unknown whether it landed: committing the batch again is harmless
+    /// either way.
     ///
     /// # Cancel safety
     /// Cancel safe: a transaction dropped before its commit rolls back.
     pub async fn commit(&mut self, batch: &Batch) -> Result<(), Error> {
+        write::check(self.tables(), batch)?;
+        let bookkeeping = write::bookkeeping(self.tables(), batch);
         match self {
-            Sink::Sqlite(s) => s.commit(batch).await,
-            Sink::Postgres(s) => s.commit(batch).await,
+            Sink::Sqlite(s) => s.commit(batch, &bookkeeping).await,
+            Sink::Postgres(s) => s.commit(batch, &bookkeeping).await,
         }
     }
 
     /// The remembered blocks above finality, by number.
     ///
     /// # Errors
-    /// [`Error::Query`].
-    pub async fn tracked_blocks(
-        &self,
-    ) -> Result<std::collections::BTreeMap<BlockNumber, TrackedBlock>, Error> {
-        match self {
-            Sink::Sqlite(s) => s.tracked_blocks().await,
-            Sink::Postgres(s) => s.tracked_blocks().await,
-        }
+    /// [`Error::Query`]; [`Error::Invalid`] naming the row when a number or hash cannot be right.
+    pub async fn tracked_blocks(&self) -> Result<BTreeMap<BlockNumber, TrackedBlock>, Error> {
+        read::tracked_blocks(self).await
     }
 
     /// Rolls back to `ancestor`: deletes raw and typed rows of later blocks, moves checkpoints above it back
@@ -306,10 +321,7 @@ impl Sink {
         ancestor: BlockNumber,
         note: &str,
     ) -> Result<RollbackReport, Error> {
-        match self {
-            Sink::Sqlite(s) => s.rollback(ancestor, note).await,
-            Sink::Postgres(s) => s.rollback(ancestor, note).await,
-        }
+        write::rollback(self, ancestor, note).await
     }
 
     /// A value of the `meta` table.
@@ -317,25 +329,15 @@ impl Sink {
     /// # Errors
     /// [`Error::Query`].
     pub async fn meta(&self, key: &str) -> Result<Option<String>, Error> {
-        match self {
-            Sink::Sqlite(s) => s.meta(key).await,
-            Sink::Postgres(s) => s.meta(key).await,
-        }
+        read::meta(self, key).await
     }
 
     /// The chain id the database was built from; `None` before the first sync.
     ///
     /// # Errors
-    /// [`Error::Query`]; [`Error::Mismatch`] when the stored value is not a number.
+    /// [`Error::Query`]; [`Error::Invalid`] when the stored value is not a number.
     pub async fn chain_id(&self) -> Result<Option<u64>, Error> {
-        match self.meta(META_CHAIN_ID).await? {
-            None => Ok(None),
-            Some(text) => text.parse().map(Some).map_err(|_| {
-                Error::Mismatch(format!(
-                    "meta.chain_id holds {text:?}, not a chain id: the database was not written by logslice"
-                ))
-            }),
-        }
+        read::chain_id(self).await
     }
 
     /// The last reorg seen (`meta.last_reorg`), as the follower wrote it; `None` when there was none.
@@ -350,33 +352,9 @@ impl Sink {
     /// event table. Read-only.
     ///
     /// # Errors
-    /// [`Error::Query`].
+    /// [`Error::Query`]; [`Error::Invalid`] naming the row when a record cannot be read.
     pub async fn status(&self) -> Result<Vec<ContractStatus>, Error> {
-        let contracts = match self {
-            Sink::Sqlite(s) => s.contract_rows().await?,
-            Sink::Postgres(s) => s.contract_rows().await?,
-        };
-        let mut out = Vec::with_capacity(contracts.len());
-        for (name, addresses, events, start_block, checkpoint) in contracts {
-            let events: Vec<String> = serde_json::from_str(&events).unwrap_or_default();
-            let mut tables = Vec::with_capacity(events.len());
-            for record in events {
-                let (event, table) = split_event_record(&record);
-                let rows = match self {
-                    Sink::Sqlite(s) => s.row_count(&table).await?,
-                    Sink::Postgres(s) => s.row_count(&table).await?,
-                };
-                tables.push(TableStatus { event, table, rows });
-            }
-            out.push(ContractStatus {
-                name,
-                addresses: serde_json::from_str(&addresses).unwrap_or_default(),
-                start_block: u64::try_from(start_block).unwrap_or(0),
-                checkpoint: checkpoint.and_then(|b| u64::try_from(b).ok()),
-                tables,
-            });
-        }
-        Ok(out)
+        read::status(self).await
     }
 
     /// Forgets contracts so that the next sync indexes them from their start, in one transaction: drops
@@ -385,12 +363,10 @@ impl Sink {
     ///
     /// # Errors
     /// [`Error::Mismatch`] when a contract not being reindexed records one of the addresses (its raw rows
-    /// would go too); [`Error::Query`]. Nothing is changed then.
+    /// would go too); [`Error::Invalid`] when a record cannot be read (its addresses would be unknown);
+    /// [`Error::Query`]. Nothing is changed then.
     pub async fn reindex(&mut self, contracts: &[ReindexSpec]) -> Result<ReindexReport, Error> {
-        match self {
-            Sink::Sqlite(s) => s.reindex(contracts).await,
-            Sink::Postgres(s) => s.reindex(contracts).await,
-        }
+        write::reindex(self, contracts).await
     }
 
     /// Closes the connections cleanly.
@@ -400,7 +376,51 @@ impl Sink {
             Sink::Postgres(s) => s.close().await,
         }
     }
+
+    // What a backend provides to the shared code: its dialect, reads and transactions of statements.
+
+    fn dialect(&self) -> &'static Dialect {
+        match self {
+            Sink::Sqlite(_) => &sqlite::DIALECT,
+            Sink::Postgres(_) => &postgres::DIALECT,
+        }
+    }
+
+    /// The tables given to the last [`Sink::prepare`].
+    fn tables(&self) -> &[TableSpec] {
+        match self {
+            Sink::Sqlite(s) => &s.tables,
+            Sink::Postgres(s) => &s.tables,
+        }
+    }
+
+    fn set_tables(&mut self, tables: &[TableSpec]) {
+        match self {
+            Sink::Sqlite(s) => s.tables = tables.to_vec(),
+            Sink::Postgres(s) => s.tables = tables.to_vec(),
+        }
+    }
+
+    /// The rows of a read-only query, every column as text (numbers are cast in the SQL): one way in for
+    /// every value the shared code reads, so [`read`] checks each.
+    async fn fetch(&self, doing: &'static str, sql: &str, params: &[Param]) -> Result<Rows, Error> {
+        match self {
+            Sink::Sqlite(s) => s.fetch(doing, sql, params).await,
+            Sink::Postgres(s) => s.fetch(doing, sql, params).await,
+        }
+    }
+
+    /// Runs `statements` in one transaction; the rows each affected.
+    async fn transaction(&self, statements: &[Statement]) -> Result<Vec<u64>, Error> {
+        match self {
+            Sink::Sqlite(s) => s.transaction(statements).await,
+            Sink::Postgres(s) => s.transaction(statements).await,
+        }
+    }
 }
+
+/// Rows of [`Sink::fetch`]: each a column list, `None` for NULL.
+type Rows = Vec<Vec<Option<String>>>;
 
 /// The text forms of `interface.md`: `0x` + lowercase hex.
 pub mod hex {
@@ -421,102 +441,16 @@ pub mod hex {
     }
 }
 
-/// The table of a recorded event, `Transfer(address,address,uint256) -> usdc_transfer`, split in two.
-fn split_event_record(record: &str) -> (String, String) {
-    match record.rsplit_once(" -> ") {
-        Some((event, table)) => (event.to_owned(), table.to_owned()),
-        None => (record.to_owned(), String::new()),
-    }
+/// `name` as a quoted SQL identifier (`"` doubled), the same on both backends, so case and reserved words
+/// survive.
+fn quote_ident(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
 }
 
-/// What a reindex of `contracts` deletes: every configured and recorded address and typed table of them,
-/// given the `(name, addresses JSON, events JSON)` rows of the `contracts` table. The same for every
-/// backend; only the SQL that applies it differs.
+/// `i64` for a number of a batch, as both databases store them.
 ///
-/// # Errors
-/// [`Error::Mismatch`] when a recorded contract that stays shares one of the addresses (its raw rows would
-/// go too).
-fn reindex_plan(
-    contracts: &[ReindexSpec],
-    recorded: &[(String, String, String)],
-) -> Result<(Vec<String>, Vec<String>), Error> {
-    let names: Vec<&str> = contracts.iter().map(|c| c.name.as_str()).collect();
-    let mut addresses: Vec<String> = Vec::new();
-    let mut tables: Vec<String> = Vec::new();
-    for contract in contracts {
-        addresses.extend(contract.addresses.iter().map(hex::encode));
-        tables.extend(contract.tables.iter().cloned());
-    }
-    for (_, recorded_addresses, events) in recorded
-        .iter()
-        .filter(|(name, _, _)| names.contains(&name.as_str()))
-    {
-        addresses
-            .extend(serde_json::from_str::<Vec<String>>(recorded_addresses).unwrap_or_default());
-        let events: Vec<String> = serde_json::from_str(events).unwrap_or_default();
-        tables.extend(events.iter().map(|e| split_event_record(e).1));
-    }
-    addresses.sort();
-    addresses.dedup();
-    tables.retain(|t| !t.is_empty());
-    tables.sort();
-    tables.dedup();
-    for (name, recorded_addresses, _) in recorded
-        .iter()
-        .filter(|(name, _, _)| !names.contains(&name.as_str()))
-    {
-        let recorded_addresses: Vec<String> =
-            serde_json::from_str(recorded_addresses).unwrap_or_default();
-        if let Some(shared) = recorded_addresses.iter().find(|a| addresses.contains(a)) {
-            return Err(Error::Mismatch(format!(
-                "contract {name} also indexes address {shared}, whose raw rows a reindex would delete: \
-                 reindex {name} too (repeat --reindex), or index into a new database"
-            )));
-        }
-    }
-    Ok((addresses, tables))
-}
-
-/// The `block_hashes` rows `(block_number, block_hash, parent_hash)`, as both backends read them, by number.
-///
-/// # Errors
-/// [`Error::Mismatch`] when a stored hash is not `0x` + 64 hex digits (not written by logslice).
-fn tracked_from_rows(
-    rows: Vec<(i64, String, String)>,
-) -> Result<BTreeMap<BlockNumber, TrackedBlock>, Error> {
-    let parse = |text: &str| {
-        hex::decode(text)
-            .ok()
-            .filter(|b| b.len() == 32)
-            .map(|b| B256::from_slice(&b))
-            .ok_or_else(|| {
-                Error::Mismatch(format!("block_hashes holds {text:?}, not a 32-byte hash"))
-            })
-    };
-    rows.into_iter()
-        .map(|(number, hash, parent)| {
-            let number = u64::try_from(number).unwrap_or(0);
-            Ok((
-                number,
-                TrackedBlock {
-                    number,
-                    hash: parse(&hash)?,
-                    parent_hash: parse(&parent)?,
-                },
-            ))
-        })
-        .collect()
-}
-
-/// A `contracts` row with its checkpoint: name, addresses JSON, events JSON, start block, checkpoint.
-type ContractRow = (String, String, String, i64, Option<i64>);
-
-/// The same SQL on both backends (no placeholders).
-const CONTRACT_ROWS_SQL: &str =
-    "SELECT c.name, c.addresses, c.events, c.start_block, k.block_number \
-     FROM contracts c LEFT JOIN checkpoints k ON k.contract = c.name ORDER BY c.name";
-
-/// `i64` for a block number or index, as both databases store them.
+/// # Panics
+/// When `n` does not fit: [`write::check`] refuses such a batch before any statement is built.
 fn to_i64(n: u64) -> i64 {
-    i64::try_from(n).expect("block numbers and indexes fit in i64 (validated at the rpc boundary)")
+    i64::try_from(n).expect("numbers of a batch fit in i64 (checked by write::check)")
 }

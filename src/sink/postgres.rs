@@ -29,20 +29,19 @@
 //! `rpc` errors, transports.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sqlx::{ConnectOptions, Connection, Executor, PgConnection, PgPool, Postgres};
+use sqlx::postgres::{PgArguments, PgConnectOptions, PgPoolOptions};
+use sqlx::query::Query;
+use sqlx::{ConnectOptions, Connection, Executor, PgConnection, PgPool, Postgres, Row};
 
 use crate::config::SecretUrl;
 use crate::decode::{ColumnKind, Value};
-use crate::primitives::BlockNumber;
 
+use super::prepare::Dialect;
+use super::write::{Param, Statement};
 use super::{
-    hex, migrate, query_error, reindex_plan, to_i64, tracked_from_rows, Batch, ContractRow,
-    ContractSpec, Error, ReindexReport, ReindexSpec, RollbackReport, TableSpec, TrackedBlock,
-    CONTRACT_ROWS_SQL, TYPED_KEY,
+    hex, migrate, query_error, quote_ident, to_i64, Batch, Error, Rows, TableSpec, TYPED_KEY,
 };
 
 /// Connections in the pool: one writes at a time; the rest serve `status` and readers of [`PostgresSink::pool`].
@@ -61,22 +60,42 @@ const INITIAL_BACKOFF: Duration = Duration::from_millis(250);
 /// ridden out, and a server that stays down fails the job within about a minute.
 const MAX_BACKOFF: Duration = Duration::from_secs(4);
 
-/// The fixed columns of every typed table with their types as Postgres's `format_type` spells them.
-const TYPED_FIXED: [(&str, &str); 5] = [
-    ("block_number", "bigint"),
-    ("block_hash", "text"),
-    ("transaction_hash", "text"),
-    ("log_index", "integer"),
-    ("address", "text"),
-];
-
 /// Postgres truncates longer identifiers (NAMEDATALEN - 1), so two long names could silently become one.
 const MAX_IDENTIFIER_BYTES: usize = 63;
+
+/// Postgres's side of [`super::prepare`]: types as `format_type` spells them, the unique key named so that
+/// it fits [`MAX_IDENTIFIER_BYTES`], and table names refused beyond it.
+pub(super) const DIALECT: Dialect = Dialect {
+    typed_fixed: [
+        ("block_number", "bigint"),
+        ("block_hash", "text"),
+        ("transaction_hash", "text"),
+        ("log_index", "integer"),
+        ("address", "text"),
+    ],
+    sql_type,
+    columns_sql: "SELECT a.attname::text, format_type(a.atttypid, a.atttypmod) \
+                  FROM pg_attribute a \
+                  JOIN pg_class c ON c.oid = a.attrelid \
+                  JOIN pg_namespace n ON n.oid = c.relnamespace \
+                  WHERE n.nspname = current_schema() AND c.relname = $1 AND a.attnum > 0 \
+                  AND NOT a.attisdropped ORDER BY a.attnum",
+    table_exists_sql: "SELECT CAST(count(*) AS TEXT) FROM information_schema.tables \
+                       WHERE table_schema = current_schema() AND table_name = $1",
+    typed_key: |table| {
+        format!(
+            "CONSTRAINT {} UNIQUE ({TYPED_KEY})",
+            quote_ident(&key_name(table))
+        )
+    },
+    max_table_name: Some(("Postgres", MAX_IDENTIFIER_BYTES)),
+};
 
 /// A Postgres database (or one schema of it).
 pub struct PostgresSink {
     pool: PgPool,
-    tables: Vec<TableSpec>,
+    /// The tables given to the last `prepare`.
+    pub(super) tables: Vec<TableSpec>,
     /// Attempts of a batch whose connection is lost, the first included.
     commit_attempts: u32,
 }
@@ -157,183 +176,56 @@ impl PostgresSink {
         &self.pool
     }
 
-    pub(super) async fn prepare(
-        &mut self,
-        tables: &[TableSpec],
-        contracts: &[ContractSpec],
-    ) -> Result<(), Error> {
-        // Reads go through the pool before the transaction: sqlx's `fetch_*` and `raw_sql` on `&mut *tx`
-        // make the future fail rustc's higher-ranked `Send` check (rust-lang/rust#102211).
-        let mut existing_columns = Vec::with_capacity(tables.len());
-        for table in tables {
-            let existing: Vec<(String, String)> = sqlx::query_as(
-                "SELECT a.attname::text, format_type(a.atttypid, a.atttypmod) \
-                 FROM pg_attribute a \
-                 JOIN pg_class c ON c.oid = a.attrelid \
-                 JOIN pg_namespace n ON n.oid = c.relnamespace \
-                 WHERE n.nspname = current_schema() AND c.relname = $1 AND a.attnum > 0 AND NOT a.attisdropped \
-                 ORDER BY a.attnum",
-            )
-            .bind(&table.name)
+    /// The rows of a read-only query through the pool, every column as text.
+    pub(super) async fn fetch(
+        &self,
+        doing: &'static str,
+        sql: &str,
+        params: &[Param],
+    ) -> Result<Rows, Error> {
+        let rows = bind(sqlx::query(sql), params)
             .fetch_all(&self.pool)
             .await
-            .map_err(query_error("reading a table's columns"))?;
-            existing_columns.push(existing);
-        }
-        let mut stored_contracts = Vec::with_capacity(contracts.len());
-        for contract in contracts {
-            let stored: Option<String> =
-                sqlx::query_scalar("SELECT addresses FROM contracts WHERE name = $1")
-                    .bind(&contract.name)
-                    .fetch_optional(&self.pool)
-                    .await
-                    .map_err(query_error("reading the contracts"))?;
-            stored_contracts.push(stored);
-        }
-        // Every refusal happens before the transaction starts: a transaction dropped after its DDL keeps its
-        // locks until the pool reuses that connection, and another connection would wait on them.
-        for (table, existing) in tables.iter().zip(&existing_columns) {
-            let existing = existing.clone();
-            if table.name.len() > MAX_IDENTIFIER_BYTES {
-                return Err(Error::Mismatch(format!(
-                    "table {} is longer than Postgres's {MAX_IDENTIFIER_BYTES}-byte limit on names, which would truncate it: shorten the contract's name",
-                    table.name
-                )));
-            }
-            let wanted: Vec<(String, String)> = TYPED_FIXED
-                .iter()
-                .map(|&(name, ty)| (name.to_owned(), ty.to_owned()))
-                .chain(
-                    table
-                        .columns
-                        .iter()
-                        .map(|c| (c.name.clone(), sql_type(c.kind).to_owned())),
-                )
-                .collect();
-            if !existing.is_empty() && existing != wanted {
-                let show = |columns: &[(String, String)]| {
-                    columns
-                        .iter()
-                        .map(|(name, ty)| format!("{name} {ty}"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                };
-                return Err(Error::Mismatch(format!(
-                    "table {} exists with columns ({}) but the config's ABI gives ({}): the event's ABI changed; index into a new database or schema, or drop the table and its contract's checkpoint to re-index it",
-                    table.name,
-                    show(&existing),
-                    show(&wanted)
-                )));
-            }
-        }
-        for (contract, stored) in contracts.iter().zip(&stored_contracts) {
-            let addresses: Vec<String> = contract.addresses.iter().map(hex::encode).collect();
-            let addresses = serde_json::to_string(&addresses).expect("strings serialize");
-            if let Some(a) = stored.as_ref().filter(|a| **a != addresses) {
-                return Err(Error::Mismatch(format!(
-                    "contract {} was indexed with addresses {a} and the config now says {addresses}: give the new addresses a new contract name, or index into a new database",
-                    contract.name
-                )));
-            }
-        }
+            .map_err(query_error(doing))?;
+        rows.iter()
+            .map(|row| (0..row.len()).map(|i| row.try_get(i)).collect())
+            .collect::<Result<_, _>>()
+            .map_err(query_error(doing))
+    }
+
+    /// Runs `statements` in one transaction; the rows each affected. Not retried: only a batch is.
+    pub(super) async fn transaction(&self, statements: &[Statement]) -> Result<Vec<u64>, Error> {
         let mut tx = self
             .pool
             .begin()
             .await
             .map_err(query_error("starting a transaction"))?;
-        for table in tables {
-            let columns: String = table
-                .columns
-                .iter()
-                .map(|c| format!(", {} {}", quote_ident(&c.name), sql_type(c.kind)))
-                .collect();
-            let create = format!(
-                "CREATE TABLE IF NOT EXISTS {name} (block_number BIGINT NOT NULL, block_hash TEXT NOT NULL, \
-                 transaction_hash TEXT NOT NULL, log_index INTEGER NOT NULL, address TEXT NOT NULL{columns}, \
-                 CONSTRAINT {key} UNIQUE ({TYPED_KEY}))",
-                name = quote_ident(&table.name),
-                key = quote_ident(&key_name(&table.name)),
-            );
-            sqlx::query(&create)
+        let mut affected = Vec::with_capacity(statements.len());
+        for statement in statements {
+            let done = bind(sqlx::query(&statement.sql), &statement.params)
                 .execute(&mut *tx)
                 .await
-                .map_err(query_error("creating a typed table"))?;
-        }
-        for (contract, stored) in contracts.iter().zip(stored_contracts) {
-            let addresses: Vec<String> = contract.addresses.iter().map(hex::encode).collect();
-            let addresses = serde_json::to_string(&addresses).expect("strings serialize");
-            let events = serde_json::to_string(&contract.events).expect("strings serialize");
-            match stored {
-                Some(_) => {
-                    sqlx::query(
-                        "UPDATE contracts SET events = $1, start_block = $2 WHERE name = $3",
-                    )
-                    .bind(&events)
-                    .bind(to_i64(contract.start_block))
-                    .bind(&contract.name)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(query_error("recording a contract"))?;
-                }
-                None => {
-                    sqlx::query(
-                        "INSERT INTO contracts (name, addresses, events, start_block) VALUES ($1, $2, $3, $4)",
-                    )
-                    .bind(&contract.name)
-                    .bind(&addresses)
-                    .bind(&events)
-                    .bind(to_i64(contract.start_block))
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(query_error("recording a contract"))?;
-                }
-            }
+                .map_err(query_error(statement.doing))?;
+            affected.push(done.rows_affected());
         }
         tx.commit()
             .await
-            .map_err(query_error("committing the schema"))?;
-        self.tables = tables.to_vec();
-        Ok(())
+            .map_err(query_error("committing a transaction"))?;
+        Ok(affected)
     }
 
-    pub(super) async fn check_chain_id(&self, chain_id: u64) -> Result<(), Error> {
-        let stored: Option<String> =
-            sqlx::query_scalar("SELECT value FROM meta WHERE key = 'chain_id'")
-                .fetch_optional(&self.pool)
-                .await
-                .map_err(query_error("reading the chain id"))?;
-        match stored {
-            Some(s) if s != chain_id.to_string() => Err(Error::Mismatch(format!(
-                "the database holds logs of chain {s} but the node serves chain {chain_id}: point database.url (or database.schema) at a new database"
-            ))),
-            Some(_) => Ok(()),
-            None => sqlx::query("INSERT INTO meta (key, value) VALUES ('chain_id', $1)")
-                .bind(chain_id.to_string())
-                .execute(&self.pool)
-                .await
-                .map(|_| ())
-                .map_err(query_error("recording the chain id")),
-        }
-    }
-
-    pub(super) async fn checkpoints(&self) -> Result<HashMap<String, BlockNumber>, Error> {
-        let rows: Vec<(String, i64)> =
-            sqlx::query_as("SELECT contract, block_number FROM checkpoints")
-                .fetch_all(&self.pool)
-                .await
-                .map_err(query_error("reading checkpoints"))?;
-        Ok(rows
-            .into_iter()
-            .map(|(c, b)| (c, u64::try_from(b).unwrap_or(0)))
-            .collect())
-    }
-
-    pub(super) async fn commit(&mut self, batch: &Batch) -> Result<(), Error> {
+    /// Commits a checked batch: its inserts, then `bookkeeping`, in one transaction, retried on a fresh
+    /// connection when the connection is lost.
+    pub(super) async fn commit(
+        &mut self,
+        batch: &Batch,
+        bookkeeping: &[Statement],
+    ) -> Result<(), Error> {
         // Built once, bound again on every attempt.
         let inserts = inserts(&self.tables, batch)?;
         let mut attempt = 1;
         loop {
-            let (doing, source) = match self.try_commit(&inserts, batch).await {
+            let (doing, source) = match self.try_commit(&inserts, bookkeeping).await {
                 Ok(()) => return Ok(()),
                 Err((doing, source)) if !is_connection_lost(&source) => {
                     return Err(Error::Query { doing, source })
@@ -365,7 +257,7 @@ impl PostgresSink {
     async fn try_commit(
         &self,
         inserts: &[Insert],
-        batch: &Batch,
+        bookkeeping: &[Statement],
     ) -> Result<(), (&'static str, sqlx::Error)> {
         let mut tx = self
             .pool
@@ -388,219 +280,13 @@ impl PostgresSink {
                 .await
                 .map_err(|e| (insert.doing, e))?;
         }
-        for key in &batch.removed {
-            let hash = hex::encode(key.block_hash);
-            let tables = std::iter::once("logs".to_owned())
-                .chain(self.tables.iter().map(|t| quote_ident(&t.name)));
-            for table in tables {
-                sqlx::query(&format!(
-                    "DELETE FROM {table} WHERE block_number = $1 AND log_index = $2 AND block_hash = $3"
-                ))
-                .bind(to_i64(key.block_number))
-                .bind(to_i64(key.log_index))
-                .bind(&hash)
+        for statement in bookkeeping {
+            bind(sqlx::query(&statement.sql), &statement.params)
                 .execute(&mut *tx)
                 .await
-                .map_err(|e| ("deleting a removed log", e))?;
-            }
-        }
-        for block in &batch.blocks {
-            sqlx::query(
-                "INSERT INTO block_hashes (block_number, block_hash, parent_hash) VALUES ($1, $2, $3) \
-                 ON CONFLICT (block_number) DO UPDATE SET block_hash = excluded.block_hash, parent_hash = excluded.parent_hash",
-            )
-            .bind(to_i64(block.number))
-            .bind(hex::encode(block.hash))
-            .bind(hex::encode(block.parent_hash))
-            .execute(&mut *tx)
-            .await
-            .map_err(|e| ("remembering a block hash", e))?;
-        }
-        if let Some(below) = batch.forget_blocks_below {
-            sqlx::query("DELETE FROM block_hashes WHERE block_number < $1")
-                .bind(to_i64(below))
-                .execute(&mut *tx)
-                .await
-                .map_err(|e| ("forgetting final block hashes", e))?;
-        }
-        for checkpoint in &batch.checkpoints {
-            sqlx::query(
-                "INSERT INTO checkpoints (contract, block_number) VALUES ($1, $2) \
-                 ON CONFLICT (contract) DO UPDATE SET block_number = excluded.block_number",
-            )
-            .bind(&checkpoint.contract)
-            .bind(to_i64(checkpoint.block))
-            .execute(&mut *tx)
-            .await
-            .map_err(|e| ("moving a checkpoint", e))?;
+                .map_err(|e| (statement.doing, e))?;
         }
         tx.commit().await.map_err(|e| ("committing a batch", e))
-    }
-
-    pub(super) async fn tracked_blocks(
-        &self,
-    ) -> Result<BTreeMap<BlockNumber, TrackedBlock>, Error> {
-        let rows: Vec<(i64, String, String)> = sqlx::query_as(
-            "SELECT block_number, block_hash, parent_hash FROM block_hashes ORDER BY block_number",
-        )
-        .fetch_all(&self.pool)
-        .await
-        .map_err(|source| Error::Query {
-            doing: "reading block hashes",
-            source,
-        })?;
-        tracked_from_rows(rows)
-    }
-
-    pub(super) async fn rollback(
-        &mut self,
-        ancestor: BlockNumber,
-        note: &str,
-    ) -> Result<RollbackReport, Error> {
-        let query_error = |doing| move |source| Error::Query { doing, source };
-        let mut tx = self
-            .pool
-            .begin()
-            .await
-            .map_err(query_error("starting a rollback"))?;
-        let above = to_i64(ancestor);
-        let logs = sqlx::query("DELETE FROM logs WHERE block_number > $1")
-            .bind(above)
-            .execute(&mut *tx)
-            .await
-            .map_err(query_error("rolling back raw logs"))?
-            .rows_affected();
-        let mut typed_rows = 0;
-        for table in &self.tables {
-            typed_rows += sqlx::query(&format!(
-                "DELETE FROM {} WHERE block_number > $1",
-                quote_ident(&table.name)
-            ))
-            .bind(above)
-            .execute(&mut *tx)
-            .await
-            .map_err(query_error("rolling back typed rows"))?
-            .rows_affected();
-        }
-        let blocks = sqlx::query("DELETE FROM block_hashes WHERE block_number > $1")
-            .bind(above)
-            .execute(&mut *tx)
-            .await
-            .map_err(query_error("forgetting orphaned blocks"))?
-            .rows_affected();
-        sqlx::query("UPDATE checkpoints SET block_number = $1 WHERE block_number > $1")
-            .bind(above)
-            .execute(&mut *tx)
-            .await
-            .map_err(query_error("moving checkpoints back"))?;
-        sqlx::query("INSERT INTO meta (key, value) VALUES ('last_reorg', $1) ON CONFLICT (key) DO UPDATE SET value = excluded.value")
-            .bind(note)
-            .execute(&mut *tx)
-            .await
-            .map_err(query_error("recording the reorg"))?;
-        tx.commit()
-            .await
-            .map_err(query_error("committing a rollback"))?;
-        Ok(RollbackReport {
-            logs,
-            typed_rows,
-            blocks,
-        })
-    }
-
-    pub(super) async fn meta(&self, key: &str) -> Result<Option<String>, Error> {
-        sqlx::query_scalar("SELECT value FROM meta WHERE key = $1")
-            .bind(key)
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(query_error("reading the meta table"))
-    }
-
-    pub(super) async fn contract_rows(&self) -> Result<Vec<ContractRow>, Error> {
-        sqlx::query_as(CONTRACT_ROWS_SQL)
-            .fetch_all(&self.pool)
-            .await
-            .map_err(query_error("reading the contracts"))
-    }
-
-    /// Rows of a table, `None` when it does not exist.
-    pub(super) async fn row_count(&self, table: &str) -> Result<Option<u64>, Error> {
-        if !self.table_exists(table).await? {
-            return Ok(None);
-        }
-        let n: i64 = sqlx::query_scalar(&format!("SELECT count(*) FROM {}", quote_ident(table)))
-            .fetch_one(&self.pool)
-            .await
-            .map_err(query_error("counting rows"))?;
-        Ok(Some(u64::try_from(n).unwrap_or(0)))
-    }
-
-    async fn table_exists(&self, table: &str) -> Result<bool, Error> {
-        let n: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = $1",
-        )
-        .bind(table)
-        .fetch_one(&self.pool)
-        .await
-        .map_err(query_error("listing tables"))?;
-        Ok(n > 0)
-    }
-
-    pub(super) async fn reindex(
-        &mut self,
-        contracts: &[ReindexSpec],
-    ) -> Result<ReindexReport, Error> {
-        // Every read and refusal before the transaction (see `prepare`).
-        let recorded: Vec<(String, String, String)> =
-            sqlx::query_as("SELECT name, addresses, events FROM contracts")
-                .fetch_all(&self.pool)
-                .await
-                .map_err(query_error("reading the contracts"))?;
-        let names: Vec<&str> = contracts.iter().map(|c| c.name.as_str()).collect();
-        let (addresses, tables) = reindex_plan(contracts, &recorded)?;
-        let mut existing = Vec::new();
-        for table in &tables {
-            if self.table_exists(table).await? {
-                existing.push(table.clone());
-            }
-        }
-        let mut report = ReindexReport::default();
-        let mut tx = self
-            .pool
-            .begin()
-            .await
-            .map_err(query_error("starting a transaction"))?;
-        for table in existing {
-            sqlx::query(&format!("DROP TABLE {}", quote_ident(&table)))
-                .execute(&mut *tx)
-                .await
-                .map_err(query_error("dropping a typed table"))?;
-            report.tables.push(table);
-        }
-        for address in &addresses {
-            report.raw_rows += sqlx::query("DELETE FROM logs WHERE address = $1")
-                .bind(address)
-                .execute(&mut *tx)
-                .await
-                .map_err(query_error("deleting raw logs"))?
-                .rows_affected();
-        }
-        for name in &names {
-            for statement in [
-                "DELETE FROM checkpoints WHERE contract = $1",
-                "DELETE FROM contracts WHERE name = $1",
-            ] {
-                sqlx::query(statement)
-                    .bind(name)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(query_error("forgetting a contract"))?;
-            }
-        }
-        tx.commit()
-            .await
-            .map_err(query_error("committing the reindex"))?;
-        Ok(report)
     }
 
     pub(super) async fn close(self) {
@@ -624,10 +310,11 @@ enum Array {
     Bytea(Vec<Vec<u8>>),
 }
 
-/// The statements of a batch: raw logs, then each typed table that has rows.
+/// The statements of a batch ([`super::write::check`]ed): raw logs, then each typed table that has rows.
 ///
 /// # Errors
-/// [`Error::Malformed`] when a typed row does not fit the prepared tables (a bug upstream).
+/// [`Error::Malformed`] when a value is not of its column's kind (a bug upstream, which the check refuses
+/// first).
 fn inserts(tables: &[TableSpec], batch: &Batch) -> Result<Vec<Insert>, Error> {
     let mut inserts = Vec::new();
     if !batch.logs.is_empty() {
@@ -662,38 +349,12 @@ fn inserts(tables: &[TableSpec], batch: &Batch) -> Result<Vec<Insert>, Error> {
             ],
         });
     }
-    if let Some(row) = batch.typed.iter().find(|row| row.table >= tables.len()) {
-        return Err(Error::Malformed(format!(
-            "a typed row names table #{} but {} tables were prepared",
-            row.table,
-            tables.len()
-        )));
-    }
     for (table_idx, table) in tables.iter().enumerate() {
         let rows = batch.typed_rows(table_idx);
         if rows.is_empty() {
             continue;
         }
-        let mut logs = Vec::with_capacity(rows.len());
-        for row in &rows {
-            let log = batch.logs.get(row.log).ok_or_else(|| {
-                Error::Malformed(format!(
-                    "a row of {} decodes log #{} of a batch of {}",
-                    table.name,
-                    row.log,
-                    batch.logs.len()
-                ))
-            })?;
-            if row.values.len() != table.columns.len() {
-                return Err(Error::Malformed(format!(
-                    "a row of {} has {} values for {} columns",
-                    table.name,
-                    row.values.len(),
-                    table.columns.len()
-                )));
-            }
-            logs.push(log);
-        }
+        let logs: Vec<_> = rows.iter().map(|row| &batch.logs[row.log]).collect();
         let mut arrays = vec![
             Array::BigInt(logs.iter().map(|l| to_i64(l.block_number)).collect()),
             Array::Text(logs.iter().map(|l| hex::encode(l.block_hash)).collect()),
@@ -783,7 +444,7 @@ fn inserts(tables: &[TableSpec], batch: &Batch) -> Result<Vec<Insert>, Error> {
             params.push_str(&format!(", ${n}{cast}"));
             arrays.push(array);
         }
-        let fixed: Vec<&str> = TYPED_FIXED.iter().map(|&(name, _)| name).collect();
+        let fixed: Vec<&str> = DIALECT.typed_fixed.iter().map(|&(name, _)| name).collect();
         inserts.push(Insert {
             doing: "inserting typed rows",
             sql: format!(
@@ -823,11 +484,6 @@ fn key_name(table: &str) -> String {
     // Table names are ASCII (decode's snake case); `floor_char_boundary` is not stable on our MSRV.
     let prefix: String = table.chars().take(40).collect();
     format!("{prefix}_{}_key", alloy_primitives::hex::encode(&hash[..6]))
-}
-
-/// `name` as a quoted SQL identifier (`"` doubled), so case and reserved words survive.
-fn quote_ident(name: &str) -> String {
-    format!("\"{}\"", name.replace('"', "\"\""))
 }
 
 /// Postgres TEXT cannot hold NUL: each becomes U+FFFD.
@@ -871,6 +527,19 @@ fn json_without_nul(json: &str) -> Option<String> {
     let mut value: serde_json::Value = serde_json::from_str(json).ok()?;
     clean(&mut value);
     Some(value.to_string())
+}
+
+fn bind<'q>(
+    mut query: Query<'q, Postgres, PgArguments>,
+    params: &'q [Param],
+) -> Query<'q, Postgres, PgArguments> {
+    for param in params {
+        query = match param {
+            Param::Int(n) => query.bind(*n),
+            Param::Text(text) => query.bind(text.as_str()),
+        };
+    }
+    query
 }
 
 /// Whether `err` means the connection (or the server) went away, so the same batch may succeed on a fresh

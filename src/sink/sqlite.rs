@@ -1,23 +1,27 @@
 //! The SQLite backend: WAL, `synchronous = NORMAL`, a busy timeout, one writer connection; multi-row
 //! `INSERT ... ON CONFLICT DO NOTHING` in chunks under SQLite's bind limit. A second connection checkpoints
-//! the WAL beside the writer ([`super::sqlite_wal`]).
+//! the WAL beside the writer ([`super::sqlite_wal`]). What both backends share (the checks of `prepare`,
+//! reading records back, rollback and reindex) is in [`super::prepare`], [`super::read`] and
+//! [`super::write`]; this file holds SQLite's dialect, its inserts and its connections.
 
-use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::str::FromStr;
 use std::time::Duration;
 
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::query::Query;
+use sqlx::sqlite::{
+    SqliteArguments, SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous,
+};
 use sqlx::{ConnectOptions, QueryBuilder, Row, Sqlite, SqlitePool};
 
 use crate::decode::{ColumnKind, Value};
-use crate::primitives::{BlockNumber, Log};
+use crate::primitives::Log;
 
+use super::prepare::Dialect;
 use super::sqlite_wal::{Checkpointer, BACKSTOP_FRAMES};
+use super::write::{Param, Statement};
 use super::{
-    hex, migrate, query_error, reindex_plan, split_event_record, to_i64, tracked_from_rows, Batch,
-    ContractRow, ContractSpec, Error, ReindexReport, ReindexSpec, RollbackReport, TableSpec,
-    TrackedBlock, CONTRACT_ROWS_SQL, TYPED_KEY,
+    hex, migrate, query_error, quote_ident, to_i64, Batch, Error, Rows, TableSpec, TYPED_KEY,
 };
 
 /// SQLite's default limit on bound parameters per statement is 32,766; stay well under it while keeping
@@ -27,10 +31,29 @@ const MAX_BINDS_PER_STATEMENT: usize = 16_000;
 /// The fixed columns of every typed table, before the parameter columns.
 const TYPED_FIXED: &str = "block_number, block_hash, transaction_hash, log_index, address";
 
+/// SQLite's side of [`super::prepare`]. Types are compared as declared (`pragma_table_info` reports the
+/// `CREATE TABLE` text), and have been the same since the first typed table.
+pub(super) const DIALECT: Dialect = Dialect {
+    typed_fixed: [
+        ("block_number", "INTEGER"),
+        ("block_hash", "TEXT"),
+        ("transaction_hash", "TEXT"),
+        ("log_index", "INTEGER"),
+        ("address", "TEXT"),
+    ],
+    sql_type,
+    columns_sql: "SELECT name, type FROM pragma_table_info($1)",
+    table_exists_sql:
+        "SELECT CAST(count(*) AS TEXT) FROM sqlite_master WHERE type = 'table' AND name = $1",
+    typed_key: |_| format!("UNIQUE ({TYPED_KEY})"),
+    max_table_name: None,
+};
+
 /// A SQLite database.
 pub struct SqliteSink {
     pool: SqlitePool,
-    tables: Vec<TableSpec>,
+    /// The tables given to the last `prepare`.
+    pub(super) tables: Vec<TableSpec>,
     /// Copies the WAL into the database file beside the writer; `None` for `:memory:`.
     checkpointer: Option<Checkpointer>,
 }
@@ -101,155 +124,46 @@ impl SqliteSink {
         &self.pool
     }
 
-    pub(super) async fn prepare(
-        &mut self,
-        tables: &[TableSpec],
-        contracts: &[ContractSpec],
-    ) -> Result<(), Error> {
-        // Reads go through the pool before the transaction: sqlx's `fetch_*` on `&mut *tx` makes the future
-        // fail rustc's higher-ranked `Send` check (rust-lang/rust#102211), and one writer needs no isolation.
-        let mut existing_columns = Vec::with_capacity(tables.len());
-        for table in tables {
-            let existing: Vec<String> = sqlx::query(&format!(
-                "SELECT name FROM pragma_table_info('{}')",
-                table.name
-            ))
+    /// The rows of a read-only query through the pool, every column as text.
+    pub(super) async fn fetch(
+        &self,
+        doing: &'static str,
+        sql: &str,
+        params: &[Param],
+    ) -> Result<Rows, Error> {
+        let rows = bind(sqlx::query(sql), params)
             .fetch_all(&self.pool)
             .await
-            .map_err(query_error("reading a table's columns"))?
-            .iter()
-            .map(|row| row.get::<String, _>(0))
-            .collect();
-            existing_columns.push(existing);
-        }
-        let mut stored_contracts = Vec::with_capacity(contracts.len());
-        for contract in contracts {
-            let stored: Option<(String, String)> =
-                sqlx::query_as("SELECT addresses, events FROM contracts WHERE name = ?")
-                    .bind(&contract.name)
-                    .fetch_optional(&self.pool)
-                    .await
-                    .map_err(query_error("reading the contracts"))?;
-            stored_contracts.push(stored);
-        }
+            .map_err(query_error(doing))?;
+        rows.iter()
+            .map(|row| (0..row.len()).map(|i| row.try_get(i)).collect())
+            .collect::<Result<_, _>>()
+            .map_err(query_error(doing))
+    }
+
+    /// Runs `statements` in one transaction; the rows each affected.
+    pub(super) async fn transaction(&self, statements: &[Statement]) -> Result<Vec<u64>, Error> {
         let mut tx = self
             .pool
             .begin()
             .await
             .map_err(query_error("starting a transaction"))?;
-        for (table, existing) in tables.iter().zip(existing_columns) {
-            let wanted: Vec<String> = TYPED_FIXED
-                .split(", ")
-                .map(str::to_owned)
-                .chain(table.columns.iter().map(|c| c.name.clone()))
-                .collect();
-            if !existing.is_empty() && existing != wanted {
-                let owner = contracts
-                    .iter()
-                    .find(|c| {
-                        c.events
-                            .iter()
-                            .any(|e| split_event_record(e).1 == table.name)
-                    })
-                    .map_or("<contract>", |c| c.name.as_str());
-                return Err(Error::Mismatch(format!(
-                    "table {} exists with columns ({}) but the config's ABI gives ({}): the event's ABI changed; \
-                     to rebuild the contract's tables from its start_block run `logslice sync --reindex {owner} --to ...`, \
-                     or restore the old ABI, or index into a new database",
-                    table.name,
-                    existing.join(", "),
-                    wanted.join(", ")
-                )));
-            }
-            let columns: String = table
-                .columns
-                .iter()
-                .map(|c| format!(", \"{}\" {}", c.name, sql_type(c.kind)))
-                .collect();
-            let create = format!(
-                "CREATE TABLE IF NOT EXISTS \"{name}\" (block_number INTEGER NOT NULL, block_hash TEXT NOT NULL, \
-                 transaction_hash TEXT NOT NULL, log_index INTEGER NOT NULL, address TEXT NOT NULL{columns}, \
-                 UNIQUE ({TYPED_KEY}))",
-                name = table.name
-            );
-            sqlx::query(&create)
-                .execute(&mut *tx)
-                .await
-                .map_err(query_error("creating a typed table"))?;
-        }
-        for (contract, stored) in contracts.iter().zip(stored_contracts) {
-            let addresses: Vec<String> = contract.addresses.iter().map(hex::encode).collect();
-            let addresses = serde_json::to_string(&addresses).expect("strings serialize");
-            let events = serde_json::to_string(&contract.events).expect("strings serialize");
-            match stored {
-                Some((a, _)) if a != addresses => {
-                    return Err(Error::Mismatch(format!(
-                        "contract {} was indexed with addresses {a} and the config now says {addresses}: give the new addresses a new contract name, \
-                         or run `logslice sync --reindex {} --to ...` to drop what was indexed for it and index the new addresses from its start_block",
-                        contract.name, contract.name
-                    )))
-                }
-                Some(_) => {
-                    sqlx::query("UPDATE contracts SET events = ?, start_block = ? WHERE name = ?")
-                        .bind(&events)
-                        .bind(to_i64(contract.start_block))
-                        .bind(&contract.name)
-                        .execute(&mut *tx)
-                        .await
-                        .map_err(query_error("recording a contract"))?;
-                }
-                None => {
-                    sqlx::query("INSERT INTO contracts (name, addresses, events, start_block) VALUES (?, ?, ?, ?)")
-                        .bind(&contract.name)
-                        .bind(&addresses)
-                        .bind(&events)
-                        .bind(to_i64(contract.start_block))
-                        .execute(&mut *tx)
-                        .await
-                        .map_err(query_error("recording a contract"))?;
-                }
-            }
+        let mut affected = Vec::with_capacity(statements.len());
+        for statement in statements {
+            affected.push(run(&mut tx, statement).await?);
         }
         tx.commit()
             .await
-            .map_err(query_error("committing the schema"))?;
-        self.tables = tables.to_vec();
-        Ok(())
+            .map_err(query_error("committing a transaction"))?;
+        Ok(affected)
     }
 
-    pub(super) async fn check_chain_id(&self, chain_id: u64) -> Result<(), Error> {
-        let stored: Option<String> =
-            sqlx::query_scalar("SELECT value FROM meta WHERE key = 'chain_id'")
-                .fetch_optional(&self.pool)
-                .await
-                .map_err(query_error("reading the chain id"))?;
-        match stored {
-            Some(s) if s != chain_id.to_string() => Err(Error::Mismatch(format!(
-                "the database holds logs of chain {s} but the node serves chain {chain_id}: point database.url at a new database"
-            ))),
-            Some(_) => Ok(()),
-            None => sqlx::query("INSERT INTO meta (key, value) VALUES ('chain_id', ?)")
-                .bind(chain_id.to_string())
-                .execute(&self.pool)
-                .await
-                .map(|_| ())
-                .map_err(query_error("recording the chain id")),
-        }
-    }
-
-    pub(super) async fn checkpoints(&self) -> Result<HashMap<String, BlockNumber>, Error> {
-        let rows: Vec<(String, i64)> =
-            sqlx::query_as("SELECT contract, block_number FROM checkpoints")
-                .fetch_all(&self.pool)
-                .await
-                .map_err(query_error("reading checkpoints"))?;
-        Ok(rows
-            .into_iter()
-            .map(|(c, b)| (c, u64::try_from(b).unwrap_or(0)))
-            .collect())
-    }
-
-    pub(super) async fn commit(&mut self, batch: &Batch) -> Result<(), Error> {
+    /// Commits a checked batch: its inserts, then `bookkeeping`, in one transaction.
+    pub(super) async fn commit(
+        &mut self,
+        batch: &Batch,
+        bookkeeping: &[Statement],
+    ) -> Result<(), Error> {
         if let Some(checkpointer) = &mut self.checkpointer {
             checkpointer.before_transaction().await;
         }
@@ -287,12 +201,12 @@ impl SqliteSink {
             let names: String = table
                 .columns
                 .iter()
-                .map(|c| format!(", \"{}\"", c.name))
+                .map(|c| format!(", {}", quote_ident(&c.name)))
                 .collect();
             for chunk in statement_chunks(&rows, MAX_BINDS_PER_STATEMENT / n_columns) {
                 let mut insert: QueryBuilder<Sqlite> = QueryBuilder::new(format!(
-                    "INSERT INTO \"{}\" ({TYPED_FIXED}{names}) ",
-                    table.name
+                    "INSERT INTO {} ({TYPED_FIXED}{names}) ",
+                    quote_ident(&table.name)
                 ));
                 insert.push_values(chunk, |mut row, typed| {
                     let log: &Log = &batch.logs[typed.log];
@@ -317,50 +231,8 @@ impl SqliteSink {
                 execute(&mut tx, insert, "inserting typed rows").await?;
             }
         }
-        for key in &batch.removed {
-            let hash = hex::encode(key.block_hash);
-            let tables = std::iter::once("logs").chain(self.tables.iter().map(|t| t.name.as_str()));
-            for table in tables {
-                sqlx::query(&format!(
-                    "DELETE FROM \"{table}\" WHERE block_number = ? AND log_index = ? AND block_hash = ?"
-                ))
-                .bind(to_i64(key.block_number))
-                .bind(to_i64(key.log_index))
-                .bind(&hash)
-                .execute(&mut *tx)
-                .await
-                .map_err(query_error("deleting a removed log"))?;
-            }
-        }
-        for block in &batch.blocks {
-            sqlx::query(
-                "INSERT INTO block_hashes (block_number, block_hash, parent_hash) VALUES (?, ?, ?) \
-                 ON CONFLICT (block_number) DO UPDATE SET block_hash = excluded.block_hash, parent_hash = excluded.parent_hash",
-            )
-            .bind(to_i64(block.number))
-            .bind(hex::encode(block.hash))
-            .bind(hex::encode(block.parent_hash))
-            .execute(&mut *tx)
-            .await
-            .map_err(query_error("remembering a block hash"))?;
-        }
-        if let Some(below) = batch.forget_blocks_below {
-            sqlx::query("DELETE FROM block_hashes WHERE block_number < ?")
-                .bind(to_i64(below))
-                .execute(&mut *tx)
-                .await
-                .map_err(query_error("forgetting final block hashes"))?;
-        }
-        for checkpoint in &batch.checkpoints {
-            sqlx::query(
-                "INSERT INTO checkpoints (contract, block_number) VALUES (?, ?) \
-                 ON CONFLICT (contract) DO UPDATE SET block_number = excluded.block_number",
-            )
-            .bind(&checkpoint.contract)
-            .bind(to_i64(checkpoint.block))
-            .execute(&mut *tx)
-            .await
-            .map_err(query_error("moving a checkpoint"))?;
+        for statement in bookkeeping {
+            run(&mut tx, statement).await?;
         }
         tx.commit()
             .await
@@ -369,153 +241,6 @@ impl SqliteSink {
             checkpointer.committed();
         }
         Ok(())
-    }
-
-    pub(super) async fn tracked_blocks(
-        &self,
-    ) -> Result<BTreeMap<BlockNumber, TrackedBlock>, Error> {
-        let rows: Vec<(i64, String, String)> = sqlx::query_as(
-            "SELECT block_number, block_hash, parent_hash FROM block_hashes ORDER BY block_number",
-        )
-        .fetch_all(&self.pool)
-        .await
-        .map_err(query_error("reading block hashes"))?;
-        tracked_from_rows(rows)
-    }
-
-    pub(super) async fn rollback(
-        &mut self,
-        ancestor: BlockNumber,
-        note: &str,
-    ) -> Result<RollbackReport, Error> {
-        let mut tx = self
-            .pool
-            .begin()
-            .await
-            .map_err(query_error("starting a rollback"))?;
-        let above = to_i64(ancestor);
-        let logs = sqlx::query("DELETE FROM logs WHERE block_number > ?")
-            .bind(above)
-            .execute(&mut *tx)
-            .await
-            .map_err(query_error("rolling back raw logs"))?
-            .rows_affected();
-        let mut typed_rows = 0;
-        for table in &self.tables {
-            typed_rows += sqlx::query(&format!(
-                "DELETE FROM \"{}\" WHERE block_number > ?",
-                table.name
-            ))
-            .bind(above)
-            .execute(&mut *tx)
-            .await
-            .map_err(query_error("rolling back typed rows"))?
-            .rows_affected();
-        }
-        let blocks = sqlx::query("DELETE FROM block_hashes WHERE block_number > ?")
-            .bind(above)
-            .execute(&mut *tx)
-            .await
-            .map_err(query_error("forgetting orphaned blocks"))?
-            .rows_affected();
-        sqlx::query("UPDATE checkpoints SET block_number = ? WHERE block_number > ?")
-            .bind(above)
-            .bind(above)
-            .execute(&mut *tx)
-            .await
-            .map_err(query_error("moving checkpoints back"))?;
-        sqlx::query("INSERT INTO meta (key, value) VALUES ('last_reorg', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value")
-            .bind(note)
-            .execute(&mut *tx)
-            .await
-            .map_err(query_error("recording the reorg"))?;
-        tx.commit()
-            .await
-            .map_err(query_error("committing a rollback"))?;
-        Ok(RollbackReport {
-            logs,
-            typed_rows,
-            blocks,
-        })
-    }
-
-    pub(super) async fn meta(&self, key: &str) -> Result<Option<String>, Error> {
-        sqlx::query_scalar("SELECT value FROM meta WHERE key = ?")
-            .bind(key)
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(query_error("reading the meta table"))
-    }
-
-    pub(super) async fn contract_rows(&self) -> Result<Vec<ContractRow>, Error> {
-        sqlx::query_as(CONTRACT_ROWS_SQL)
-            .fetch_all(&self.pool)
-            .await
-            .map_err(query_error("reading the contracts"))
-    }
-
-    /// Rows of a table, `None` when it does not exist.
-    pub(super) async fn row_count(&self, table: &str) -> Result<Option<u64>, Error> {
-        if !table_exists(&self.pool, table).await? {
-            return Ok(None);
-        }
-        let n: i64 = sqlx::query_scalar(&format!("SELECT count(*) FROM \"{table}\""))
-            .fetch_one(&self.pool)
-            .await
-            .map_err(query_error("counting rows"))?;
-        Ok(Some(u64::try_from(n).unwrap_or(0)))
-    }
-
-    pub(super) async fn reindex(
-        &mut self,
-        contracts: &[ReindexSpec],
-    ) -> Result<ReindexReport, Error> {
-        let mut tx = self
-            .pool
-            .begin()
-            .await
-            .map_err(query_error("starting a transaction"))?;
-        let recorded: Vec<(String, String, String)> =
-            sqlx::query_as("SELECT name, addresses, events FROM contracts")
-                .fetch_all(&mut *tx)
-                .await
-                .map_err(query_error("reading the contracts"))?;
-        let names: Vec<&str> = contracts.iter().map(|c| c.name.as_str()).collect();
-        let (addresses, tables) = reindex_plan(contracts, &recorded)?;
-        let mut report = ReindexReport::default();
-        for table in &tables {
-            if table_exists(&mut *tx, table).await? {
-                sqlx::query(&format!("DROP TABLE \"{table}\""))
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(query_error("dropping a typed table"))?;
-                report.tables.push(table.clone());
-            }
-        }
-        for address in &addresses {
-            report.raw_rows += sqlx::query("DELETE FROM logs WHERE address = ?")
-                .bind(address)
-                .execute(&mut *tx)
-                .await
-                .map_err(query_error("deleting raw logs"))?
-                .rows_affected();
-        }
-        for name in &names {
-            for statement in [
-                "DELETE FROM checkpoints WHERE contract = ?",
-                "DELETE FROM contracts WHERE name = ?",
-            ] {
-                sqlx::query(statement)
-                    .bind(name)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(query_error("forgetting a contract"))?;
-            }
-        }
-        tx.commit()
-            .await
-            .map_err(query_error("committing the reindex"))?;
-        Ok(report)
     }
 
     pub(super) async fn close(self) {
@@ -542,18 +267,26 @@ async fn execute(
         .map_err(query_error(doing))
 }
 
-/// Whether a table exists (through the pool, or inside a transaction: the pool has one connection).
-async fn table_exists<'e>(
-    executor: impl sqlx::Executor<'e, Database = Sqlite>,
-    table: &str,
-) -> Result<bool, Error> {
-    let n: i64 =
-        sqlx::query_scalar("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?")
-            .bind(table)
-            .fetch_one(executor)
-            .await
-            .map_err(query_error("listing tables"))?;
-    Ok(n > 0)
+/// Runs one shared statement in a transaction; the rows it affected.
+async fn run(tx: &mut sqlx::Transaction<'_, Sqlite>, statement: &Statement) -> Result<u64, Error> {
+    bind(sqlx::query(&statement.sql), &statement.params)
+        .execute(&mut **tx)
+        .await
+        .map(|done| done.rows_affected())
+        .map_err(query_error(statement.doing))
+}
+
+fn bind<'q>(
+    mut query: Query<'q, Sqlite, SqliteArguments<'q>>,
+    params: &'q [Param],
+) -> Query<'q, Sqlite, SqliteArguments<'q>> {
+    for param in params {
+        query = match param {
+            Param::Int(n) => query.bind(*n),
+            Param::Text(text) => query.bind(text.as_str()),
+        };
+    }
+    query
 }
 
 /// Splits rows into statements of at most `max` rows whose sizes are `max` or a power of two, so a table

@@ -6,5 +6,6 @@ mod follow;
 mod ops;
 mod pg;
 mod postgres_sink;
+mod sink_records;
 mod support;
 mod sync;

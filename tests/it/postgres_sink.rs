@@ -21,7 +21,7 @@ const INT256_MIN: &str =
 
 /// Both backends, so a shared behaviour is one function called twice.
 #[derive(Debug, Clone, Copy)]
-enum Backend {
+pub(crate) enum Backend {
     Sqlite,
     Postgres,
 }
@@ -33,13 +33,13 @@ enum Place {
 }
 
 /// An open sink and its place.
-struct Db {
-    sink: Sink,
+pub(crate) struct Db {
+    pub(crate) sink: Sink,
     place: Place,
 }
 
 impl Db {
-    async fn open(backend: Backend) -> Db {
+    pub(crate) async fn open(backend: Backend) -> Db {
         match backend {
             Backend::Sqlite => {
                 let dir = tempfile::tempdir().expect("a temp dir");
@@ -69,7 +69,7 @@ impl Db {
         }
     }
 
-    fn schema(&self) -> &TestSchema {
+    pub(crate) fn schema(&self) -> &TestSchema {
         match &self.place {
             Place::Schema(schema) => schema,
             Place::Dir(_) => panic!("not a Postgres test"),
@@ -77,7 +77,7 @@ impl Db {
     }
 
     /// Rows in `table`.
-    async fn count(&self, table: &str) -> i64 {
+    pub(crate) async fn count(&self, table: &str) -> i64 {
         let sql = format!("SELECT count(*) FROM \"{table}\"");
         match &self.sink {
             Sink::Sqlite(s) => sqlx::query_scalar(&sql).fetch_one(s.pool()).await,
@@ -145,7 +145,7 @@ fn hex(bytes: impl AsRef<[u8]>) -> String {
     sink::hex::encode(bytes)
 }
 
-fn word(n: u64) -> B256 {
+pub(crate) fn word(n: u64) -> B256 {
     B256::left_padding_from(&n.to_be_bytes())
 }
 
@@ -164,7 +164,7 @@ fn log(block: u64, log_index: u64) -> Log {
     }
 }
 
-fn column(name: &str, sol_type: &str, kind: ColumnKind) -> Column {
+pub(crate) fn column(name: &str, sol_type: &str, kind: ColumnKind) -> Column {
     Column {
         name: name.to_owned(),
         param: name.to_owned(),
@@ -174,7 +174,7 @@ fn column(name: &str, sol_type: &str, kind: ColumnKind) -> Column {
 }
 
 /// One table with a column of every [`ColumnKind`] (the two integer kinds twice, for both signs).
-fn everything_table() -> TableSpec {
+pub(crate) fn everything_table() -> TableSpec {
     TableSpec {
         name: "demo_everything".to_owned(),
         columns: vec![
@@ -192,7 +192,7 @@ fn everything_table() -> TableSpec {
     }
 }
 
-fn contract() -> ContractSpec {
+pub(crate) fn contract() -> ContractSpec {
     ContractSpec {
         name: "demo".to_owned(),
         addresses: vec![Address::repeat_byte(0xab)],
@@ -235,7 +235,7 @@ fn values(log_idx: usize) -> Vec<Value> {
 }
 
 /// Logs of `blocks` (three per block), a typed row for each, and the contract's checkpoint at the last block.
-fn batch(blocks: std::ops::RangeInclusive<u64>) -> Batch {
+pub(crate) fn batch(blocks: std::ops::RangeInclusive<u64>) -> Batch {
     let last = *blocks.end();
     let logs: Vec<Log> = blocks
         .flat_map(|block| (0..3).map(move |log_index| log(block, log_index)))
@@ -259,7 +259,7 @@ fn batch(blocks: std::ops::RangeInclusive<u64>) -> Batch {
     }
 }
 
-async fn prepared(backend: Backend) -> Db {
+pub(crate) async fn prepared(backend: Backend) -> Db {
     let mut db = Db::open(backend).await;
     db.sink
         .prepare(&[everything_table()], &[contract()])

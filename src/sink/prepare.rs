@@ -1,0 +1,218 @@
+//! What both backends do before a sync writes: the checks that refuse a database built for another chain,
+//! other contract addresses or another ABI, then the typed tables and the `contracts` records. Every refusal
+//! has one wording on both backends and names `--reindex` where that is the fix.
+//!
+//! Every read and every refusal happens before the transaction starts (an architecture invariant): a
+//! transaction dropped after its DDL keeps its locks until the pool reuses that connection, and another
+//! connection would wait on them. A backend differs only in its [`Dialect`].
+
+use crate::decode::ColumnKind;
+
+use super::read::{self, ContractRecord};
+use super::write::{int, Param, Statement};
+use super::{hex, quote_ident, ContractSpec, Error, Sink, TableSpec, META_CHAIN_ID};
+
+/// What differs between the backends in preparing a database.
+pub(super) struct Dialect {
+    /// The fixed columns of every typed table, with their types as [`Dialect::columns_sql`] reports them.
+    pub typed_fixed: [(&'static str, &'static str); 5],
+    /// A parameter column's type, as [`Dialect::columns_sql`] reports it (and `CREATE TABLE` takes it).
+    pub sql_type: fn(ColumnKind) -> &'static str,
+    /// `(name, type)` of table `$1`'s columns in order, as text; no rows when it does not exist.
+    pub columns_sql: &'static str,
+    /// One row whose one column, as text, is `0` when table `$1` does not exist.
+    pub table_exists_sql: &'static str,
+    /// The clause declaring a typed table's unique key on [`super::TYPED_KEY`], given the table's name.
+    pub typed_key: fn(&str) -> String,
+    /// The database's name and the longest table name it keeps whole; `None`: no limit.
+    pub max_table_name: Option<(&'static str, usize)>,
+}
+
+/// Creates the typed tables that do not exist yet and records the contracts, after every check.
+pub(super) async fn prepare(
+    sink: &mut Sink,
+    tables: &[TableSpec],
+    contracts: &[ContractSpec],
+) -> Result<(), Error> {
+    let dialect = sink.dialect();
+    for table in tables {
+        check_table(
+            dialect,
+            table,
+            &read::columns(sink, &table.name).await?,
+            contracts,
+        )?;
+    }
+    let configured = |name: &str| contracts.iter().any(|c| c.name == name);
+    let recorded = read::contract_records(sink, configured).await?;
+    for contract in contracts {
+        if let Some(record) = recorded.iter().find(|r| r.name == contract.name) {
+            check_addresses(contract, record)?;
+        }
+    }
+    let mut statements: Vec<Statement> = tables
+        .iter()
+        .map(|table| create_table(dialect, table))
+        .collect();
+    for contract in contracts {
+        let recorded = recorded.iter().any(|r| r.name == contract.name);
+        statements.push(record_contract(contract, recorded)?);
+    }
+    sink.transaction(&statements).await?;
+    sink.set_tables(tables);
+    Ok(())
+}
+
+/// Remembers the chain id on first use; refuses a database built from another chain.
+pub(super) async fn check_chain_id(sink: &Sink, chain_id: u64) -> Result<(), Error> {
+    match read::chain_id(sink).await? {
+        Some(stored) if stored != chain_id => Err(Error::Mismatch(format!(
+            "the database holds logs of chain {stored} but the node serves chain {chain_id}: point database.url \
+             at a new database (on Postgres, database.schema at a new schema will do)"
+        ))),
+        Some(_) => Ok(()),
+        None => {
+            let record = Statement::new(
+                "recording the chain id",
+                format!("INSERT INTO meta (key, value) VALUES ('{META_CHAIN_ID}', $1)"),
+                vec![Param::Text(chain_id.to_string())],
+            );
+            sink.transaction(&[record]).await.map(drop)
+        }
+    }
+}
+
+/// `(name, type)` of every column of `table`, as the dialect's catalog spells them.
+fn wanted_columns(dialect: &Dialect, table: &TableSpec) -> Vec<(String, String)> {
+    let fixed = dialect
+        .typed_fixed
+        .iter()
+        .map(|&(name, ty)| (name.to_owned(), ty.to_owned()));
+    let params = table
+        .columns
+        .iter()
+        .map(|c| (c.name.clone(), (dialect.sql_type)(c.kind).to_owned()));
+    fixed.chain(params).collect()
+}
+
+/// Refuses a table name the database would cut, and a table that exists with other columns: other names,
+/// another order or other types (a `uint64` that became a `uint256` changes a column's type only).
+fn check_table(
+    dialect: &Dialect,
+    table: &TableSpec,
+    existing: &[(String, String)],
+    contracts: &[ContractSpec],
+) -> Result<(), Error> {
+    if let Some((database, max)) = dialect.max_table_name {
+        if table.name.len() > max {
+            return Err(Error::Mismatch(format!(
+                "table {} is longer than {database}'s {max}-byte limit on names, which would truncate it: \
+                 shorten the contract's name",
+                table.name
+            )));
+        }
+    }
+    let wanted = wanted_columns(dialect, table);
+    let same = |(name, ty): &(String, String), (w_name, w_ty): &(String, String)| {
+        name == w_name && ty.eq_ignore_ascii_case(w_ty)
+    };
+    if existing.is_empty()
+        || (existing.len() == wanted.len() && existing.iter().zip(&wanted).all(|(e, w)| same(e, w)))
+    {
+        return Ok(());
+    }
+    let owner = contracts
+        .iter()
+        .find(|c| {
+            c.events
+                .iter()
+                .any(|e| read::split_event_record(e).is_some_and(|(_, name)| name == table.name))
+        })
+        .map_or("<contract>", |c| c.name.as_str());
+    let show = |columns: &[(String, String)]| {
+        columns
+            .iter()
+            .map(|(name, ty)| format!("{name} {ty}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    Err(Error::Mismatch(format!(
+        "table {} exists with columns ({}) but the config's ABI gives ({}): the event's ABI changed; \
+         to rebuild the contract's tables from its start_block run `logslice sync --reindex {owner} --to ...`, \
+         or restore the old ABI, or index into a new database",
+        table.name,
+        show(existing),
+        show(&wanted)
+    )))
+}
+
+/// Refuses a contract recorded with other addresses: its raw rows and checkpoint belong to those.
+fn check_addresses(contract: &ContractSpec, record: &ContractRecord) -> Result<(), Error> {
+    let configured: Vec<String> = contract.addresses.iter().map(hex::encode).collect();
+    if record.addresses == configured {
+        return Ok(());
+    }
+    let json = |addresses: &[String]| serde_json::to_string(addresses).expect("strings serialize");
+    Err(Error::Mismatch(format!(
+        "contract {name} was indexed with addresses {} and the config now says {}: give the new addresses a new \
+         contract name, or run `logslice sync --reindex {name} --to ...` to drop what was indexed for it and \
+         index the new addresses from its start_block",
+        json(&record.addresses),
+        json(&configured),
+        name = contract.name,
+    )))
+}
+
+/// `CREATE TABLE IF NOT EXISTS` of a typed table: the fixed columns, one per parameter, the unique key.
+fn create_table(dialect: &Dialect, table: &TableSpec) -> Statement {
+    let fixed: String = dialect
+        .typed_fixed
+        .iter()
+        .map(|(name, ty)| format!("{name} {ty} NOT NULL, "))
+        .collect();
+    let params: String = table
+        .columns
+        .iter()
+        .map(|c| format!("{} {}, ", quote_ident(&c.name), (dialect.sql_type)(c.kind)))
+        .collect();
+    let sql = format!(
+        "CREATE TABLE IF NOT EXISTS {} ({fixed}{params}{})",
+        quote_ident(&table.name),
+        (dialect.typed_key)(&table.name)
+    );
+    Statement::new("creating a typed table", sql, Vec::new())
+}
+
+/// The statement recording a contract: its events and start block, and its addresses when it is new (a
+/// recorded contract's addresses were checked to be the same).
+fn record_contract(contract: &ContractSpec, recorded: bool) -> Result<Statement, Error> {
+    let addresses: Vec<String> = contract.addresses.iter().map(hex::encode).collect();
+    let addresses = serde_json::to_string(&addresses).expect("strings serialize");
+    let events = serde_json::to_string(&contract.events).expect("strings serialize");
+    let start_block = int(
+        "contracts",
+        format_args!("name = {:?}", contract.name),
+        "start_block",
+        contract.start_block,
+        i64::MAX,
+    )?;
+    let name = Param::Text(contract.name.clone());
+    Ok(if recorded {
+        Statement::new(
+            "recording a contract",
+            "UPDATE contracts SET events = $1, start_block = $2 WHERE name = $3",
+            vec![Param::Text(events), Param::Int(start_block), name],
+        )
+    } else {
+        Statement::new(
+            "recording a contract",
+            "INSERT INTO contracts (name, addresses, events, start_block) VALUES ($1, $2, $3, $4)",
+            vec![
+                name,
+                Param::Text(addresses),
+                Param::Text(events),
+                Param::Int(start_block),
+            ],
+        )
+    })
+}

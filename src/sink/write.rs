@@ -1,0 +1,367 @@
+//! Writing, the same on both backends: the check of a batch before its transaction, the statements of its
+//! bookkeeping (removed logs, remembered blocks, checkpoints), a rollback and a reindex. Each is a list of
+//! [`Statement`]s with `$n` placeholders, which both SQLite and Postgres read, run by the backend in one
+//! transaction. The bulk inserts of a batch are the backends' own (SQLite's multi-row `VALUES`, Postgres's
+//! `UNNEST`): that is where they differ.
+
+use std::fmt::Display;
+
+use crate::decode::{ColumnKind, Value};
+use crate::primitives::LogKey;
+
+use super::read::{self, invalid, ContractRecord};
+use super::{
+    hex, quote_ident, to_i64, Batch, BlockNumber, Error, ReindexReport, ReindexSpec,
+    RollbackReport, Sink, TableSpec,
+};
+
+/// A value bound to a [`Statement`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Param {
+    /// A block number, an index, a start block.
+    Int(i64),
+    /// Everything else.
+    Text(String),
+}
+
+/// One SQL statement with `$n` placeholders, the same text on both backends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Statement {
+    /// What it does, for [`Error::Query`].
+    pub doing: &'static str,
+    /// The SQL.
+    pub sql: String,
+    /// `$1`, `$2`, ...
+    pub params: Vec<Param>,
+}
+
+impl Statement {
+    pub(super) fn new(doing: &'static str, sql: impl Into<String>, params: Vec<Param>) -> Self {
+        Self {
+            doing,
+            sql: sql.into(),
+            params,
+        }
+    }
+}
+
+/// `n` as the `i64` both databases store, when it is at most `max`; otherwise [`Error::Invalid`] naming the
+/// table, row and column it was going to.
+pub(super) fn int(
+    table: &str,
+    row: impl Display,
+    column: &str,
+    n: u64,
+    max: i64,
+) -> Result<i64, Error> {
+    match i64::try_from(n) {
+        Ok(value) if value <= max => Ok(value),
+        _ => Err(invalid(
+            table,
+            row,
+            format_args!("{column} {n} does not fit the database's column (at most {max})"),
+        )),
+    }
+}
+
+/// `logs.transaction_index` and `log_index` are Postgres INTEGERs: the same limit holds on SQLite, so both
+/// backends take the same batches.
+const MAX_INDEX: i64 = i32::MAX as i64;
+
+/// Checks a batch before anything of it is written: every typed row fits the prepared tables (a bug in
+/// logslice otherwise) and every number fits its column (the node's data otherwise). [`super::to_i64`] is
+/// then safe on every number of the batch.
+///
+/// # Errors
+/// [`Error::Malformed`]; [`Error::Invalid`] naming the table, the row and the column.
+pub(super) fn check(tables: &[TableSpec], batch: &Batch) -> Result<(), Error> {
+    for log in &batch.logs {
+        let row = LogRow(log.key());
+        int("logs", row, "block_number", log.block_number, i64::MAX)?;
+        int(
+            "logs",
+            row,
+            "transaction_index",
+            log.transaction_index,
+            MAX_INDEX,
+        )?;
+        int("logs", row, "log_index", log.log_index, MAX_INDEX)?;
+    }
+    for typed in &batch.typed {
+        let table = tables.get(typed.table).ok_or_else(|| {
+            Error::Malformed(format!(
+                "a typed row names table #{} but {} tables were prepared",
+                typed.table,
+                tables.len()
+            ))
+        })?;
+        if typed.log >= batch.logs.len() {
+            return Err(Error::Malformed(format!(
+                "a row of {} decodes log #{} of a batch of {}",
+                table.name,
+                typed.log,
+                batch.logs.len()
+            )));
+        }
+        if typed.values.len() != table.columns.len() {
+            return Err(Error::Malformed(format!(
+                "a row of {} has {} values for {} columns",
+                table.name,
+                typed.values.len(),
+                table.columns.len()
+            )));
+        }
+        for (column, value) in table.columns.iter().zip(&typed.values) {
+            if !fits(column.kind, value) {
+                return Err(Error::Malformed(format!(
+                    "column {}.{} of kind {:?} was given {value:?}",
+                    table.name, column.name, column.kind
+                )));
+            }
+        }
+    }
+    for key in &batch.removed {
+        int(
+            "logs",
+            LogRow(*key),
+            "block_number",
+            key.block_number,
+            i64::MAX,
+        )?;
+        int("logs", LogRow(*key), "log_index", key.log_index, i64::MAX)?;
+    }
+    for block in &batch.blocks {
+        let row = format!("block_hash = {}", hex::encode(block.hash));
+        int("block_hashes", row, "block_number", block.number, i64::MAX)?;
+    }
+    if let Some(below) = batch.forget_blocks_below {
+        int(
+            "block_hashes",
+            "(all below)",
+            "block_number",
+            below,
+            i64::MAX,
+        )?;
+    }
+    for checkpoint in &batch.checkpoints {
+        let row = format!("contract = {:?}", checkpoint.contract);
+        int(
+            "checkpoints",
+            row,
+            "block_number",
+            checkpoint.block,
+            i64::MAX,
+        )?;
+    }
+    Ok(())
+}
+
+/// A log's row for a message, formatted only when there is one (a batch's check runs on every log).
+#[derive(Clone, Copy)]
+struct LogRow(LogKey);
+
+impl Display for LogRow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let LogKey {
+            block_hash,
+            log_index,
+            ..
+        } = self.0;
+        write!(
+            f,
+            "block_hash = {}, log_index = {log_index}",
+            hex::encode(block_hash)
+        )
+    }
+}
+
+/// Whether a value is of a column's kind (as `decode` makes them).
+fn fits(kind: ColumnKind, value: &Value) -> bool {
+    match kind {
+        ColumnKind::Int64 | ColumnKind::BigInt => matches!(value, Value::Int(_) | Value::BigInt(_)),
+        ColumnKind::Address | ColumnKind::FixedBytes | ColumnKind::TopicHash | ColumnKind::Text => {
+            matches!(value, Value::Text(_))
+        }
+        ColumnKind::Bool => matches!(value, Value::Bool(_)),
+        ColumnKind::Bytes => matches!(value, Value::Bytes(_)),
+        ColumnKind::Json => matches!(value, Value::Json(_)),
+    }
+}
+
+/// The statements of a [`check`]ed batch after its inserts: delete the logs the node reported removed,
+/// remember blocks above finality, forget final ones, move checkpoints.
+pub(super) fn bookkeeping(tables: &[TableSpec], batch: &Batch) -> Vec<Statement> {
+    let mut statements = Vec::new();
+    for key in &batch.removed {
+        let hash = hex::encode(key.block_hash);
+        for table in std::iter::once("logs").chain(tables.iter().map(|t| t.name.as_str())) {
+            statements.push(Statement::new(
+                "deleting a removed log",
+                format!(
+                    "DELETE FROM {} WHERE block_number = $1 AND log_index = $2 AND block_hash = $3",
+                    quote_ident(table)
+                ),
+                vec![
+                    Param::Int(to_i64(key.block_number)),
+                    Param::Int(to_i64(key.log_index)),
+                    Param::Text(hash.clone()),
+                ],
+            ));
+        }
+    }
+    for block in &batch.blocks {
+        statements.push(Statement::new(
+            "remembering a block hash",
+            "INSERT INTO block_hashes (block_number, block_hash, parent_hash) VALUES ($1, $2, $3) \
+             ON CONFLICT (block_number) DO UPDATE SET block_hash = excluded.block_hash, \
+             parent_hash = excluded.parent_hash",
+            vec![
+                Param::Int(to_i64(block.number)),
+                Param::Text(hex::encode(block.hash)),
+                Param::Text(hex::encode(block.parent_hash)),
+            ],
+        ));
+    }
+    if let Some(below) = batch.forget_blocks_below {
+        statements.push(Statement::new(
+            "forgetting final block hashes",
+            "DELETE FROM block_hashes WHERE block_number < $1",
+            vec![Param::Int(to_i64(below))],
+        ));
+    }
+    for checkpoint in &batch.checkpoints {
+        statements.push(Statement::new(
+            "moving a checkpoint",
+            "INSERT INTO checkpoints (contract, block_number) VALUES ($1, $2) \
+             ON CONFLICT (contract) DO UPDATE SET block_number = excluded.block_number",
+            vec![
+                Param::Text(checkpoint.contract.clone()),
+                Param::Int(to_i64(checkpoint.block)),
+            ],
+        ));
+    }
+    statements
+}
+
+/// Rolls back to `ancestor` in one transaction: rows and remembered blocks above it go, checkpoints above it
+/// come back to it, and the reorg is recorded.
+pub(super) async fn rollback(
+    sink: &Sink,
+    ancestor: BlockNumber,
+    note: &str,
+) -> Result<RollbackReport, Error> {
+    let above = Param::Int(int(
+        "block_hashes",
+        "(the ancestor)",
+        "block_number",
+        ancestor,
+        i64::MAX,
+    )?);
+    let delete_above = |doing, table: &str| {
+        let sql = format!("DELETE FROM {} WHERE block_number > $1", quote_ident(table));
+        Statement::new(doing, sql, vec![above.clone()])
+    };
+    let tables = sink.tables();
+    let mut statements = vec![delete_above("rolling back raw logs", "logs")];
+    for table in tables {
+        statements.push(delete_above("rolling back typed rows", &table.name));
+    }
+    statements.push(delete_above("forgetting orphaned blocks", "block_hashes"));
+    statements.push(Statement::new(
+        "moving checkpoints back",
+        "UPDATE checkpoints SET block_number = $1 WHERE block_number > $1",
+        vec![above.clone()],
+    ));
+    statements.push(Statement::new(
+        "recording the reorg",
+        "INSERT INTO meta (key, value) VALUES ('last_reorg', $1) \
+         ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        vec![Param::Text(note.to_owned())],
+    ));
+    let n_typed = tables.len();
+    let deleted = sink.transaction(&statements).await?;
+    Ok(RollbackReport {
+        logs: deleted[0],
+        typed_rows: deleted[1..=n_typed].iter().sum(),
+        blocks: deleted[n_typed + 1],
+    })
+}
+
+/// Forgets contracts in one transaction, after every read and check (see [`reindex_plan`]).
+pub(super) async fn reindex(
+    sink: &Sink,
+    contracts: &[ReindexSpec],
+) -> Result<ReindexReport, Error> {
+    let recorded = read::contract_records(sink, |_| true).await?;
+    let (addresses, tables) = reindex_plan(contracts, &recorded)?;
+    let mut report = ReindexReport::default();
+    for table in tables {
+        if read::table_exists(sink, &table).await? {
+            report.tables.push(table);
+        }
+    }
+    let mut statements: Vec<Statement> = report
+        .tables
+        .iter()
+        .map(|table| {
+            let sql = format!("DROP TABLE {}", quote_ident(table));
+            Statement::new("dropping a typed table", sql, Vec::new())
+        })
+        .collect();
+    for address in &addresses {
+        statements.push(Statement::new(
+            "deleting raw logs",
+            "DELETE FROM logs WHERE address = $1",
+            vec![Param::Text(address.clone())],
+        ));
+    }
+    for contract in contracts {
+        for sql in [
+            "DELETE FROM checkpoints WHERE contract = $1",
+            "DELETE FROM contracts WHERE name = $1",
+        ] {
+            let name = Param::Text(contract.name.clone());
+            statements.push(Statement::new("forgetting a contract", sql, vec![name]));
+        }
+    }
+    let deleted = sink.transaction(&statements).await?;
+    let n_tables = report.tables.len();
+    report.raw_rows = deleted[n_tables..n_tables + addresses.len()].iter().sum();
+    Ok(report)
+}
+
+/// What a reindex of `contracts` deletes: every configured and recorded address and typed table of them.
+///
+/// # Errors
+/// [`Error::Mismatch`] when a recorded contract that stays shares one of the addresses (its raw rows would
+/// go too).
+fn reindex_plan(
+    contracts: &[ReindexSpec],
+    recorded: &[ContractRecord],
+) -> Result<(Vec<String>, Vec<String>), Error> {
+    let reindexed = |name: &str| contracts.iter().any(|c| c.name == name);
+    let mut addresses: Vec<String> = Vec::new();
+    let mut tables: Vec<String> = Vec::new();
+    for contract in contracts {
+        addresses.extend(contract.addresses.iter().map(hex::encode));
+        tables.extend(contract.tables.iter().cloned());
+    }
+    for record in recorded.iter().filter(|r| reindexed(&r.name)) {
+        addresses.extend(record.addresses.iter().cloned());
+        tables.extend(record.events.iter().map(|(_, table)| table.clone()));
+    }
+    addresses.sort();
+    addresses.dedup();
+    tables.sort();
+    tables.dedup();
+    for record in recorded.iter().filter(|r| !reindexed(&r.name)) {
+        if let Some(shared) = record.addresses.iter().find(|a| addresses.contains(a)) {
+            let name = &record.name;
+            return Err(Error::Mismatch(format!(
+                "contract {name} also indexes address {shared}, whose raw rows a reindex would delete: \
+                 reindex {name} too (repeat --reindex), or index into a new database"
+            )));
+        }
+    }
+    Ok((addresses, tables))
+}
