@@ -24,7 +24,7 @@ pub async fn run(cli: Cli, cancel: CancellationToken, console: Console) -> u8 {
         Command::Sync(args) => sync(args, cancel, console).await,
         Command::Run(args) => daemon(&args, cancel, console).await,
         Command::Status(args) => status(&args).await,
-        Command::Check(args) => check(&args).await,
+        Command::Check(args) => check(&args, &cancel).await,
         Command::Bench(args) => match crate::bench::run(&args).await {
             Ok(report) => {
                 print!("{report}");
@@ -331,7 +331,7 @@ fn report_check(ok: bool, what: &str, detail: &str) {
     let _ = writeln!(std::io::stdout(), "{mark}  {what}: {detail}");
 }
 
-async fn check(args: &ConfigArg) -> u8 {
+async fn check(args: &ConfigArg, cancel: &CancellationToken) -> u8 {
     let mut code = exit::OK;
     let mut fail = |failure: u8| {
         if code == exit::OK {
@@ -384,7 +384,7 @@ async fn check(args: &ConfigArg) -> u8 {
             fail(exit::code(&err));
         }
     }
-    let node = match Node::connect(&status::probe_config(&config.node)).await {
+    let node = match Node::connect(&status::probe_config(&config.node), cancel).await {
         Ok(node) => node,
         Err(err) => {
             report_check(false, "node", &explain(&config, &err));

@@ -148,23 +148,28 @@ pub struct Node {
 }
 
 impl Node {
-    /// Connects to the configured node, starting the built-in one for `sim://`. Sends nothing yet.
+    /// Connects to the configured node, starting the built-in one for `sim://`. Sends nothing yet. Once
+    /// `cancel` fires, every request through the node's gate (waiting, retrying or in flight) ends with
+    /// [`Error::Interrupted`].
     ///
     /// # Errors
     /// [`Error::Config`] for a bad `sim://` option; [`Error::Node`] when no client can be built.
-    pub async fn connect(config: &NodeConfig) -> Result<Self, Error> {
+    pub async fn connect(config: &NodeConfig, cancel: &CancellationToken) -> Result<Self, Error> {
         let options = ClientOptions {
             request_timeout: config.request_timeout,
             max_response_bytes: config.max_response_bytes,
             max_idle_connections: config.max_concurrency,
         };
-        let gate = Arc::new(Gate::new(GateConfig {
-            max_concurrency: config.max_concurrency,
-            requests_per_second: config.requests_per_second,
-            max_retries: config.max_retries,
-            initial_backoff: config.initial_backoff,
-            max_backoff: config.max_backoff,
-        }));
+        let gate = Arc::new(Gate::new(
+            GateConfig {
+                max_concurrency: config.max_concurrency,
+                requests_per_second: config.requests_per_second,
+                max_retries: config.max_retries,
+                initial_backoff: config.initial_backoff,
+                max_backoff: config.max_backoff,
+            },
+            cancel.clone(),
+        ));
         let endpoint = match config.transport {
             Transport::Ws => config.ws_endpoint.as_ref().unwrap_or(&config.endpoint),
             Transport::Http => &config.endpoint,
@@ -595,8 +600,12 @@ enum Step {
 }
 
 impl<'a> Ctx<'a> {
-    async fn open(config: &'a Config, observer: &'a Observer) -> Result<Ctx<'a>, Error> {
-        let node = Node::connect(&config.node).await?;
+    async fn open(
+        config: &'a Config,
+        observer: &'a Observer,
+        cancel: &CancellationToken,
+    ) -> Result<Ctx<'a>, Error> {
+        let node = Node::connect(&config.node, cancel).await?;
         let chain_id = node.chain_id().await?;
         Self::attach(config, observer, node, chain_id).await
     }
@@ -1014,7 +1023,7 @@ pub async fn sync_observed(
     observer: &Observer,
 ) -> Result<SyncReport, Error> {
     let started = Instant::now();
-    let node = Node::connect(&config.node).await?;
+    let node = Node::connect(&config.node, &cancel).await?;
     // The first questions to the node do not depend on each other: one round trip instead of three. The
     // answers are looked at in the order they were asked in before, so a failure reports as it did.
     let finalized = async {
@@ -1073,7 +1082,7 @@ pub async fn run_watched(
     observer: &Observer,
 ) -> Result<SyncReport, Error> {
     let started = Instant::now();
-    let mut ctx = Ctx::open(config, observer).await?;
+    let mut ctx = Ctx::open(config, observer, &cancel).await?;
     ctx.progress = progress;
     ctx.publish();
     let mut report = SyncReport::default();
@@ -1121,7 +1130,7 @@ pub async fn run_watched(
 /// Any [`Error`].
 pub async fn fetch_only(config: &Config, target: Target) -> Result<SyncReport, Error> {
     let started = Instant::now();
-    let node = Node::connect(&config.node).await?;
+    let node = Node::connect(&config.node, &CancellationToken::new()).await?;
     let job = Job::new(config)?;
     let target = node.resolve(target).await?;
     let mut report = SyncReport {
@@ -1205,7 +1214,7 @@ pub async fn store_only(
 /// Any [`Error`].
 pub async fn naive_sync(config: &Config, target: Target, span: u64) -> Result<SyncReport, Error> {
     let started = Instant::now();
-    let node = Node::connect(&config.node).await?;
+    let node = Node::connect(&config.node, &CancellationToken::new()).await?;
     let (mut sink, db, job) = open_job(config, None).await?;
     let db_error = |source| Error::Database {
         database: db.clone(),
