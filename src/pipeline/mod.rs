@@ -211,22 +211,30 @@ impl Node {
         })
     }
 
-    /// The headers of `numbers`, in order (`None` where the node does not know the block): one batch
-    /// request, or, from the first refused batch on, one request each (`max_concurrency` at a time).
+    /// The headers of `numbers`, in order (`None` where the node does not know the block): in batches of at
+    /// most a second's worth of the rate (a batch of n calls costs n), or, from the first refused batch on,
+    /// one request each (`max_concurrency` at a time).
     ///
     /// # Errors
-    /// [`Error::Node`].
+    /// [`Error::Node`]; [`Error::Interrupted`].
     async fn headers(&self, numbers: &[BlockNumber]) -> Result<Vec<Option<rpc::Header>>, Error> {
         use std::sync::atomic::Ordering::Relaxed;
-        if self.batches.load(Relaxed) {
+        let mut headers = Vec::with_capacity(numbers.len());
+        let per_batch = self.gate.max_calls_per_request().max(1);
+        let mut rest = numbers;
+        while !rest.is_empty() && self.batches.load(Relaxed) {
+            let (batch, after) = rest.split_at(per_batch.min(rest.len()));
             match self
                 .gate
-                .run("eth_getBlockByNumber", OnSplit::Retry, || {
-                    self.client.headers(numbers)
+                .run_calls("eth_getBlockByNumber", batch.len(), OnSplit::Retry, || {
+                    self.client.headers(batch)
                 })
                 .await
             {
-                Ok(headers) => return Ok(headers),
+                Ok(answers) => {
+                    headers.extend(answers);
+                    rest = after;
+                }
                 Err(err @ (fetch::Error::Interrupted | fetch::Error::Rejected { .. })) => {
                     return Err(self.error()(err))
                 }
@@ -236,9 +244,8 @@ impl Node {
                 }
             }
         }
-        let mut headers = Vec::with_capacity(numbers.len());
         let per_round = self.gate.config().max_concurrency.max(1);
-        for chunk in numbers.chunks(per_round) {
+        for chunk in rest.chunks(per_round) {
             let answers =
                 futures::future::join_all(chunk.iter().map(|&n| self.header(BlockTag::Number(n))))
                     .await;
