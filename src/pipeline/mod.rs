@@ -212,8 +212,8 @@ impl Node {
     }
 
     /// The headers of `numbers`, in order (`None` where the node does not know the block): in batches of at
-    /// most a second's worth of the rate (a batch of n calls costs n), or, from the first refused batch on,
-    /// one request each (`max_concurrency` at a time).
+    /// most a second's worth of the rate (a batch of n calls costs n), or, from the first batch the node
+    /// refuses as such, one request each (`max_concurrency` at a time).
     ///
     /// # Errors
     /// [`Error::Node`]; [`Error::Interrupted`].
@@ -235,13 +235,17 @@ impl Node {
                     headers.extend(answers);
                     rest = after;
                 }
-                Err(err @ (fetch::Error::Interrupted | fetch::Error::Rejected { .. })) => {
-                    return Err(self.error()(err))
-                }
-                Err(err) => {
-                    tracing::info!(cause = %err, "the node does not take batches; reading headers one by one");
+                // Only a refusal of batches as such turns them off (`rpc` tells it apart); a 429, a 5xx or
+                // a timeout was retried by the gate like any request, and is this read's error once the
+                // retries are spent.
+                Err(fetch::Error::Fatal {
+                    source: source @ rpc::Error::BatchRefused { .. },
+                    ..
+                }) => {
+                    tracing::info!(cause = %source, "reading headers one by one from now on");
                     self.batches.store(false, Relaxed);
                 }
+                Err(err) => return Err(self.error()(err)),
             }
         }
         let per_round = self.gate.config().max_concurrency.max(1);
@@ -1417,6 +1421,9 @@ fn release_freed_memory() {
         libc::malloc_trim(0);
     }
 }
+
+#[cfg(test)]
+mod node_tests;
 
 #[cfg(test)]
 mod send_check {
