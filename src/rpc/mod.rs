@@ -5,6 +5,7 @@
 //! the key is in its path.
 
 mod error;
+mod frames;
 mod http;
 mod types;
 mod ws;
