@@ -5,5 +5,6 @@ mod follow;
 mod ops;
 mod pg;
 mod postgres_sink;
+mod shutdown;
 mod support;
 mod sync;
