@@ -5,6 +5,7 @@ mod follow;
 mod ops;
 mod pg;
 mod postgres_sink;
+mod rate;
 mod shutdown;
 mod support;
 mod sync;
