@@ -6,6 +6,7 @@
 
 use std::io::Write;
 use std::path::Path;
+use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
@@ -24,7 +25,7 @@ pub async fn run(cli: Cli, cancel: CancellationToken, console: Console) -> u8 {
         Command::Sync(args) => sync(args, cancel, console).await,
         Command::Run(args) => daemon(&args, cancel, console).await,
         Command::Status(args) => status(&args).await,
-        Command::Check(args) => check(&args).await,
+        Command::Check(args) => check(&args, &cancel).await,
         Command::Bench(args) => match crate::bench::run(&args).await {
             Ok(report) => {
                 print!("{report}");
@@ -83,6 +84,7 @@ async fn sync(args: SyncArgs, cancel: CancellationToken, console: Console) -> u8
         Ok(config) => config,
         Err(code) => return code,
     };
+    exit_after_grace(&cancel, config.sync.shutdown_grace);
     let above = start_blocks_above(&config, args.to);
     if !above.is_empty() {
         for problem in above {
@@ -123,8 +125,37 @@ async fn sync(args: SyncArgs, cancel: CancellationToken, console: Console) -> u8
             );
             exit::OK
         }
+        Err(pipeline::Error::Interrupted) => {
+            tracing::info!("stopped; everything committed before the signal is intact");
+            exit::INTERRUPTED
+        }
         Err(err) => report_error(&config, &err),
     }
+}
+
+/// The last line of defence of a shutdown: once `cancel` fires, the process exits with 130 after `grace`
+/// (`sync.shutdown_grace`), whatever the job is still doing. Every wait for the node ends when the token
+/// fires, so this is for what does not: a commit that takes too long, a database that does not answer.
+///
+/// A forced exit loses the batch in flight whole, never half: its transaction was not committed, and the
+/// database rolls it back when the process dies. SQLite ignores the WAL frames of a transaction that never
+/// committed (they carry no commit record) when it next opens the file; Postgres aborts the open transaction
+/// of a connection that closes. The checkpoint moves only in the transaction of the rows it covers, so it
+/// stays at the last committed batch.
+fn exit_after_grace(cancel: &CancellationToken, grace: Duration) {
+    let cancel = cancel.clone();
+    tokio::spawn(async move {
+        cancel.cancelled().await;
+        // A thread of its own, not a task: runtime workers that are stuck must not hold the exit up.
+        std::thread::spawn(move || {
+            std::thread::sleep(grace);
+            tracing::error!(
+                grace = %humantime::format_duration(grace),
+                "not stopped within sync.shutdown_grace of the signal: exiting now; the batch in flight is rolled back"
+            );
+            std::process::exit(i32::from(exit::INTERRUPTED));
+        });
+    });
 }
 
 /// Serves `/metrics` and `/health` when `[metrics]` is configured, until `server` is cancelled.
@@ -168,6 +199,7 @@ async fn daemon(args: &ConfigArg, cancel: CancellationToken, console: Console) -
         Ok(config) => config,
         Err(code) => return code,
     };
+    exit_after_grace(&cancel, config.sync.shutdown_grace);
     let clock = StallClock::new();
     let server = CancellationToken::new();
     if let Err(code) = start_metrics(&config, &clock, &server).await {
@@ -214,7 +246,7 @@ fn fix(config: &Config, err: &pipeline::Error, code: u8) -> Option<String> {
     let file = config.source.display();
     match err {
         pipeline::Error::Database {
-            source: sink::Error::Mismatch(_),
+            source: sink::Error::Mismatch(_) | sink::Error::Invalid { .. },
             ..
         } => None,
         pipeline::Error::Database { .. } => Some(format!(
@@ -331,7 +363,7 @@ fn report_check(ok: bool, what: &str, detail: &str) {
     let _ = writeln!(std::io::stdout(), "{mark}  {what}: {detail}");
 }
 
-async fn check(args: &ConfigArg) -> u8 {
+async fn check(args: &ConfigArg, cancel: &CancellationToken) -> u8 {
     let mut code = exit::OK;
     let mut fail = |failure: u8| {
         if code == exit::OK {
@@ -384,7 +416,7 @@ async fn check(args: &ConfigArg) -> u8 {
             fail(exit::code(&err));
         }
     }
-    let node = match Node::connect(&status::probe_config(&config.node)).await {
+    let node = match Node::connect(&status::probe_config(&config.node), cancel).await {
         Ok(node) => node,
         Err(err) => {
             report_check(false, "node", &explain(&config, &err));

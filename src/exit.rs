@@ -68,10 +68,15 @@ mod tests {
             }
         });
         let message = fetch::join_failure(task.await.expect_err("the task panicked"));
-        assert_eq!(message, "a task panicked: the reorder buffer lost range 5-9");
+        assert_eq!(
+            message,
+            "a task panicked: the reorder buffer lost range 5-9"
+        );
         let err = Error::Internal(message);
         assert_eq!(code(&err), SOFTWARE);
-        assert!(err.to_string().contains("the reorder buffer lost range 5-9"));
+        assert!(err
+            .to_string()
+            .contains("the reorder buffer lost range 5-9"));
         let via_fetch = Error::Node {
             node: "sim://".into(),
             source: fetch::Error::Panicked("x".into()),

@@ -1,4 +1,5 @@
-//! The `logslice` binary: parse the command line, install logging, run the command, exit with its code.
+//! The `logslice` binary: parse the command line, install logging and the signal handlers, run the command,
+//! exit with its code.
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -61,36 +62,88 @@ fn main() -> ExitCode {
             return ExitCode::from(logslice::exit::IO);
         }
     };
+    let cancel = CancellationToken::new();
     let code = runtime.block_on(async {
-        let cancel = CancellationToken::new();
-        let on_signal = cancel.clone();
-        tokio::spawn(async move {
-            shutdown_signal().await;
-            tracing::info!("shutting down: finishing the batch in flight");
-            on_signal.cancel();
-        });
-        logslice::app::run(cli, cancel, console).await
+        // Installed before any work starts, so no signal finds the default action (death) in place.
+        let signals = Signals::install();
+        tokio::spawn(on_signals(signals, cancel.clone()));
+        logslice::app::run(cli, cancel.clone(), console).await
     });
+    if cancel.is_cancelled() {
+        // The job has committed or rolled back: whatever is left on the runtime (a request being abandoned, a
+        // name lookup on the blocking pool) must not hold the exit up, as dropping the runtime would.
+        runtime.shutdown_background();
+    }
     ExitCode::from(code)
 }
 
-/// SIGINT or SIGTERM.
-async fn shutdown_signal() {
-    let interrupt = tokio::signal::ctrl_c();
+/// Fires `cancel` on the first SIGINT or SIGTERM, which the job drains within `sync.shutdown_grace` (see
+/// `app`); on the second, exits at once with 130: the user insists, and what was not committed is rolled
+/// back by the database (the batch in flight is lost whole, never half).
+async fn on_signals(mut signals: Signals, cancel: CancellationToken) {
+    signals.next().await;
+    tracing::info!("shutting down: finishing the batch in flight (a second signal stops at once)");
+    cancel.cancel();
+    signals.next().await;
+    tracing::warn!("second signal: stopping now; the batch in flight is rolled back");
+    std::process::exit(i32::from(logslice::exit::INTERRUPTED));
+}
+
+/// SIGINT and SIGTERM, each listened for on its own: one that cannot be installed is warned about and the
+/// other still works (Ctrl-C is not lost because SIGTERM could not be had).
+struct Signals {
     #[cfg(unix)]
-    {
-        let mut terminate =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(signal) => signal,
-                Err(_) => return std::future::pending().await,
+    interrupt: Option<tokio::signal::unix::Signal>,
+    #[cfg(unix)]
+    terminate: Option<tokio::signal::unix::Signal>,
+}
+
+impl Signals {
+    /// Registers the handlers (inside the runtime).
+    fn install() -> Self {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            let listen = |kind: SignalKind, name: &str| match signal(kind) {
+                Ok(signal) => Some(signal),
+                Err(err) => {
+                    tracing::warn!(cause = %err, "cannot listen for {name}; it will end the process without a clean shutdown");
+                    None
+                }
             };
-        tokio::select! {
-            _ = interrupt => {}
-            _ = terminate.recv() => {}
+            Self {
+                interrupt: listen(SignalKind::interrupt(), "SIGINT"),
+                terminate: listen(SignalKind::terminate(), "SIGTERM"),
+            }
+        }
+        #[cfg(not(unix))]
+        Self {}
+    }
+
+    /// The next SIGINT or SIGTERM (never, if neither could be installed).
+    async fn next(&mut self) {
+        #[cfg(unix)]
+        {
+            async fn on(signal: Option<&mut tokio::signal::unix::Signal>) {
+                let received = match signal {
+                    Some(signal) => signal.recv().await,
+                    None => None,
+                };
+                if received.is_none() {
+                    std::future::pending::<()>().await;
+                }
+            }
+            tokio::select! {
+                () = on(self.interrupt.as_mut()) => {}
+                () = on(self.terminate.as_mut()) => {}
+            }
+        }
+        #[cfg(not(unix))]
+        if let Err(err) = tokio::signal::ctrl_c().await {
+            tracing::warn!(cause = %err, "cannot listen for Ctrl-C");
+            std::future::pending::<()>().await;
         }
     }
-    #[cfg(not(unix))]
-    let _ = interrupt.await;
 }
 
 /// Keeps peak memory flat however long a backfill runs. glibc's malloc raises its mmap threshold each time a

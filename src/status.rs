@@ -78,7 +78,12 @@ pub struct Report {
 /// # Errors
 /// [`pipeline::Error::Node`] and the like; a timeout is reported as unreachable.
 pub async fn probe_head(config: &NodeConfig) -> (String, Result<u64, pipeline::Error>) {
-    let node = match Node::connect(&probe_config(config)).await {
+    let node = match Node::connect(
+        &probe_config(config),
+        &tokio_util::sync::CancellationToken::new(),
+    )
+    .await
+    {
         Ok(node) => node,
         Err(err) => return (String::from("(not connected)"), Err(err)),
     };

@@ -578,10 +578,7 @@ fn parses_finality_and_checks_sync_limits() {
         "finality = true",
         Err(&[&format!("sync.finality: is a boolean {FIX}")]),
     );
-    check_sync(
-        "finality = 128",
-        Ok(Finality::Confirmations(128)),
-    );
+    check_sync("finality = 128", Ok(Finality::Confirmations(128)));
     check_sync(
         "finality = 129",
         Err(&["sync.finality: 129 confirmations is more than sync.max_reorg_depth (128), the blocks whose hashes are kept to detect a reorg (raise sync.max_reorg_depth to at least 129, or lower finality)"]),

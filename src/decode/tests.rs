@@ -348,7 +348,11 @@ fn a_log_goes_to_its_own_event_and_never_to_an_anonymous_one_of_the_same_shape()
         vec![address(A1), address(A2), uint(9, 256)],
         vec![address(A1), address(A2), uint(10, 256), uint(11, 256)],
         vec![DynSolValue::String("blob".into())],
-        vec![uint(12, 256), address(A2), DynSolValue::String("ping".into())],
+        vec![
+            uint(12, 256),
+            address(A2),
+            DynSolValue::String("ping".into()),
+        ],
         vec![word(1), word(2), word(3), word(4)],
         vec![uint(13, 256), DynSolValue::String("hidden".into())],
     ];
@@ -389,7 +393,9 @@ fn a_log_goes_to_its_own_event_and_never_to_an_anonymous_one_of_the_same_shape()
     }
     // A named event's log that does not decode is an error, not silently another event's.
     let (topics, _) = encode_log(&events[1], &values[1]);
-    assert!(decoders[1].decode_own(&topics, &[], &named_selectors).is_err());
+    assert!(decoders[1]
+        .decode_own(&topics, &[], &named_selectors)
+        .is_err());
 }
 
 #[test]

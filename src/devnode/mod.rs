@@ -41,6 +41,7 @@ pub use config::{
     OPTION_NAMES,
 };
 pub use gen::NOTE_TOPICS;
+pub use server::Down;
 pub use stats::{MethodStats, StatsSnapshot};
 
 use chain::{Chain, ChainParams};
@@ -104,6 +105,7 @@ impl DevNode {
             },
             seq: AtomicU64::new(0),
             shutdown: shutdown.clone(),
+            down: tokio::sync::watch::Sender::new(Down::Up),
         });
         let app = server::router(shared.clone());
         let server = tokio::spawn({

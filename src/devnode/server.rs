@@ -1,9 +1,12 @@
-//! The HTTP and WebSocket front: routes, API-key check, request-level faults, graceful shutdown.
+//! The HTTP and WebSocket front: routes, API-key check, request-level faults, a node that goes down, graceful
+//! shutdown.
 //!
 //! `POST /v3/{key}` and `GET /ws/v3/{key}` (WebSocket) answer JSON-RPC through [`Service`]; `GET /stats` serves
 //! the counters. A wrong key is refused with 401 before any upgrade; an unknown path is 404 and a wrong method
 //! 405, both with a JSON-RPC error body. Work per request is bounded by the modelled query budget (a range is
 //! refused before scanning when its block count alone exceeds it), so it runs inline on the runtime.
+//! While [`DevNode::set_down`] says so, requests get no answer at all: their connection is dropped, or left
+//! hanging.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -16,11 +19,15 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use serde::de::IgnoredAny;
 use serde_json::Value;
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::faults::{self, RpsLimiter};
 use super::rpc::{rate_limit_error, write_error, RpcError, Service};
+use super::stats::Calls;
+use super::DevNode;
 
 /// Largest request body accepted (a 5,000-address filter is about 250 KB).
 const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
@@ -34,6 +41,68 @@ pub(crate) struct Shared {
     pub(crate) rps: Option<RpsLimiter>,
     /// Fired by `DevNode::shutdown`: the server stops accepting and open WebSockets close.
     pub(crate) shutdown: CancellationToken,
+    /// Whether requests are answered ([`DevNode::set_down`]).
+    pub(crate) down: watch::Sender<Down>,
+}
+
+/// Whether the devnode answers at all, for tests of a node that goes away ([`DevNode::set_down`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Down {
+    /// Serving.
+    #[default]
+    Up,
+    /// Every request's connection is dropped before any answer (a crashed node behind a load balancer):
+    /// the client sees the connection close.
+    Refuse,
+    /// Requests are never answered (a node stuck mid-request): the client waits for its own timeout. When
+    /// the node is up again, their connections are dropped.
+    Hang,
+}
+
+impl DevNode {
+    /// Stops answering (`Down::Refuse`, `Down::Hang`) or serves again (`Down::Up`), from the next request
+    /// on. Requests refused or left hanging are counted in [`super::StatsSnapshot`], not as served.
+    pub fn set_down(&self, down: Down) {
+        self.shared.down.send_replace(down);
+    }
+}
+
+/// Whether the node is down for a request arriving now: then, once any hanging is over, its connection is
+/// to be dropped.
+async fn is_down(shared: &Shared) -> bool {
+    let mut down = shared.down.subscribe();
+    let mode = *down.borrow_and_update();
+    match mode {
+        Down::Up => return false,
+        Down::Refuse => shared.service.stats.refused_while_down(),
+        Down::Hang => {
+            shared.service.stats.hung_while_down();
+            tokio::select! {
+                _ = down.wait_for(|mode| *mode != Down::Hang) => {}
+                () = shared.shutdown.cancelled() => {}
+            }
+        }
+    }
+    true
+}
+
+/// A response that makes hyper abort the connection before any of it is read: its body fails at once.
+fn dropped_connection() -> Response {
+    let failure: [Result<Bytes, std::io::Error>; 1] = [Err(std::io::Error::new(
+        std::io::ErrorKind::ConnectionAborted,
+        "devnode: down",
+    ))];
+    Response::new(Body::from_stream(futures::stream::iter(failure)))
+}
+
+/// The calls in a request body: the items of a batch, else one.
+fn calls(body: &[u8]) -> Calls {
+    if body.trim_ascii_start().first() == Some(&b'[') {
+        if let Ok(calls) = serde_json::from_slice::<Vec<IgnoredAny>>(body) {
+            return Calls::Batch(calls.len() as u64);
+        }
+    }
+    Calls::Single
 }
 
 /// The devnode's routes.
@@ -116,6 +185,9 @@ async fn http_rpc(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    if is_down(&shared).await {
+        return dropped_connection();
+    }
     let stats = &shared.service.stats;
     stats.http_request();
     if key != shared.service.cfg.key {
@@ -131,6 +203,7 @@ async fn http_rpc(
         );
         return error_response(&shared, StatusCode::UNSUPPORTED_MEDIA_TYPE, &error);
     }
+    stats.arrived(calls(&body));
     let seq = shared.seq.fetch_add(1, Ordering::Relaxed);
     if shared.rps.as_ref().is_some_and(|rps| !rps.admit()) {
         return too_many_requests(&shared, &body);
@@ -186,6 +259,9 @@ async fn ws_rpc(
     Path(key): Path<String>,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Response {
+    if is_down(&shared).await {
+        return dropped_connection();
+    }
     shared.service.stats.http_request();
     if key != shared.service.cfg.key {
         return unauthorized(&shared);
@@ -229,8 +305,12 @@ async fn ws_session(shared: Arc<Shared>, mut socket: WebSocket) {
 
 /// The answer to one WebSocket message, or `None` to drop the connection.
 async fn ws_answer(shared: &Shared, body: &[u8]) -> Option<Vec<u8>> {
+    if is_down(shared).await {
+        return None;
+    }
     let service = &shared.service;
     service.stats.ws_message();
+    service.stats.arrived(calls(body));
     let seq = shared.seq.fetch_add(1, Ordering::Relaxed);
     let cfg = &service.cfg;
     if shared.rps.as_ref().is_some_and(|rps| !rps.admit()) {

@@ -94,7 +94,10 @@ pub(crate) fn join_failure(err: tokio::task::JoinError) -> String {
         return "the task was cancelled".into();
     }
     let payload = err.into_panic();
-    match (payload.downcast_ref::<&str>(), payload.downcast_ref::<String>()) {
+    match (
+        payload.downcast_ref::<&str>(),
+        payload.downcast_ref::<String>(),
+    ) {
         (Some(message), _) => format!("a task panicked: {message}"),
         (_, Some(message)) => format!("a task panicked: {message}"),
         _ => "a task panicked".into(),

@@ -18,7 +18,7 @@ use super::{joined, open_job, Error, Job, Node, SyncReport, Target};
 /// Any [`Error`].
 pub async fn fetch_only(config: &Config, target: Target) -> Result<SyncReport, Error> {
     let started = Instant::now();
-    let node = Node::connect(&config.node).await?;
+    let node = Node::connect(&config.node, &CancellationToken::new()).await?;
     let job = Job::new(config)?;
     let target = node.resolve(target, config.sync.max_reorg_depth).await?;
     let mut report = SyncReport {
@@ -99,7 +99,7 @@ pub async fn store_only(
 /// Any [`Error`].
 pub async fn naive_sync(config: &Config, target: Target, span: u64) -> Result<SyncReport, Error> {
     let started = Instant::now();
-    let node = Node::connect(&config.node).await?;
+    let node = Node::connect(&config.node, &CancellationToken::new()).await?;
     let (mut sink, db, job) = open_job(config, None).await?;
     let db_error = |source| Error::Database {
         database: db.clone(),

@@ -214,8 +214,12 @@ enum Step {
 }
 
 impl<'a> Ctx<'a> {
-    async fn open(config: &'a Config, observer: &'a Observer) -> Result<Ctx<'a>, Error> {
-        let node = Node::connect(&config.node).await?;
+    async fn open(
+        config: &'a Config,
+        observer: &'a Observer,
+        cancel: &CancellationToken,
+    ) -> Result<Ctx<'a>, Error> {
+        let node = Node::connect(&config.node, cancel).await?;
         let chain_id = node.chain_id().await?;
         Self::attach(config, observer, node, chain_id).await
     }
@@ -295,7 +299,7 @@ pub async fn sync_observed(
     observer: &Observer,
 ) -> Result<SyncReport, Error> {
     let started = Instant::now();
-    let node = Node::connect(&config.node).await?;
+    let node = Node::connect(&config.node, &cancel).await?;
     // The first questions to the node do not depend on each other: one round trip instead of three. The
     // answers are looked at in the order they were asked in before, so a failure reports as it did.
     let window = config.sync.max_reorg_depth;
@@ -364,7 +368,7 @@ pub async fn run_watched(
     observer: &Observer,
 ) -> Result<SyncReport, Error> {
     let started = Instant::now();
-    let mut ctx = Ctx::open(config, observer).await?;
+    let mut ctx = Ctx::open(config, observer, &cancel).await?;
     ctx.progress = progress;
     ctx.publish();
     let mut report = SyncReport::default();
@@ -404,6 +408,9 @@ pub async fn run_watched(
         }
     }
 }
+
+#[cfg(test)]
+mod node_tests;
 
 #[cfg(test)]
 mod send_check {

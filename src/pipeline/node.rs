@@ -4,6 +4,8 @@
 
 use std::sync::Arc;
 
+use tokio_util::sync::CancellationToken;
+
 use crate::config::{Endpoint, Finality, NodeConfig, Transport};
 use crate::devnode::{DevNode, DevNodeConfig};
 use crate::fetch::{self, Gate, GateConfig, OnSplit};
@@ -29,23 +31,28 @@ pub struct Node {
 }
 
 impl Node {
-    /// Connects to the configured node, starting the built-in one for `sim://`. Sends nothing yet.
+    /// Connects to the configured node, starting the built-in one for `sim://`. Sends nothing yet. Once
+    /// `cancel` fires, every request through the node's gate (waiting, retrying or in flight) ends with
+    /// [`Error::Interrupted`].
     ///
     /// # Errors
     /// [`Error::Config`] for a bad `sim://` option; [`Error::Node`] when no client can be built.
-    pub async fn connect(config: &NodeConfig) -> Result<Self, Error> {
+    pub async fn connect(config: &NodeConfig, cancel: &CancellationToken) -> Result<Self, Error> {
         let options = ClientOptions {
             request_timeout: config.request_timeout,
             max_response_bytes: config.max_response_bytes,
             max_idle_connections: config.max_concurrency,
         };
-        let gate = Arc::new(Gate::new(GateConfig {
-            max_concurrency: config.max_concurrency,
-            requests_per_second: config.requests_per_second,
-            max_retries: config.max_retries,
-            initial_backoff: config.initial_backoff,
-            max_backoff: config.max_backoff,
-        }));
+        let gate = Arc::new(Gate::new(
+            GateConfig {
+                max_concurrency: config.max_concurrency,
+                requests_per_second: config.requests_per_second,
+                max_retries: config.max_retries,
+                initial_backoff: config.initial_backoff,
+                max_backoff: config.max_backoff,
+            },
+            cancel.clone(),
+        ));
         let endpoint = match config.transport {
             Transport::Ws => config.ws_endpoint.as_ref().unwrap_or(&config.endpoint),
             Transport::Http => &config.endpoint,
@@ -88,37 +95,48 @@ impl Node {
         })
     }
 
-    /// The headers of `numbers`, in order (`None` where the node does not know the block): one batch
-    /// request, or, from the first refused batch on, one request each (`max_concurrency` at a time).
+    /// The headers of `numbers`, in order (`None` where the node does not know the block): in batches of at
+    /// most a second's worth of the rate (a batch of n calls costs n), or, from the first batch the node
+    /// refuses as such, one request each (`max_concurrency` at a time).
     ///
     /// # Errors
-    /// [`Error::Node`].
+    /// [`Error::Node`]; [`Error::Interrupted`].
     pub(super) async fn headers(
         &self,
         numbers: &[BlockNumber],
     ) -> Result<Vec<Option<rpc::Header>>, Error> {
         use std::sync::atomic::Ordering::Relaxed;
-        if self.batches.load(Relaxed) {
+        let mut headers = Vec::with_capacity(numbers.len());
+        let per_batch = self.gate.max_calls_per_request().max(1);
+        let mut rest = numbers;
+        while !rest.is_empty() && self.batches.load(Relaxed) {
+            let (batch, after) = rest.split_at(per_batch.min(rest.len()));
             match self
                 .gate
-                .run("eth_getBlockByNumber", OnSplit::Retry, || {
-                    self.client.headers(numbers)
+                .run_calls("eth_getBlockByNumber", batch.len(), OnSplit::Retry, || {
+                    self.client.headers(batch)
                 })
                 .await
             {
-                Ok(headers) => return Ok(headers),
-                Err(err @ (fetch::Error::Interrupted | fetch::Error::Rejected { .. })) => {
-                    return Err(self.error()(err))
+                Ok(answers) => {
+                    headers.extend(answers);
+                    rest = after;
                 }
-                Err(err) => {
-                    tracing::info!(cause = %err, "the node does not take batches; reading headers one by one");
+                // Only a refusal of batches as such turns them off (`rpc` tells it apart); a 429, a 5xx or
+                // a timeout was retried by the gate like any request, and is this read's error once the
+                // retries are spent.
+                Err(fetch::Error::Fatal {
+                    source: source @ rpc::Error::BatchRefused { .. },
+                    ..
+                }) => {
+                    tracing::info!(cause = %source, "reading headers one by one from now on");
                     self.batches.store(false, Relaxed);
                 }
+                Err(err) => return Err(self.error()(err)),
             }
         }
-        let mut headers = Vec::with_capacity(numbers.len());
         let per_round = self.gate.config().max_concurrency.max(1);
-        for chunk in numbers.chunks(per_round) {
+        for chunk in rest.chunks(per_round) {
             let answers =
                 futures::future::join_all(chunk.iter().map(|&n| self.header(BlockTag::Number(n))))
                     .await;

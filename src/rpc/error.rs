@@ -56,6 +56,12 @@ pub enum Error {
         /// The configured limit.
         limit: usize,
     },
+    /// The node does not take JSON-RPC batches, or answers them wrongly: send the calls one by one.
+    #[error("the node refuses batches of calls: {detail}")]
+    BatchRefused {
+        /// How it refused.
+        detail: String,
+    },
 }
 
 /// Why a range must be split.
@@ -102,6 +108,8 @@ impl Error {
             Error::Timeout(_) | Error::Dropped { .. } | Error::Malformed { .. } => {
                 Class::Retry { after: None }
             }
+            // The same batch cannot succeed; the calls one by one can.
+            Error::BatchRefused { .. } => Class::Fatal,
             Error::TooLarge { .. } => Class::Split {
                 reason: SplitReason::TooManyResults,
                 suggested: None,
@@ -132,21 +140,86 @@ impl Error {
     }
 }
 
+/// What an error of a JSON-RPC batch means: the node refusing batches as such (then it becomes
+/// [`Error::BatchRefused`], and the caller sends the calls one by one from then on), or a failure of this
+/// request like any other (kept as it is, so a 429, a 5xx, a timeout or a dropped connection is retried and
+/// a rejected key reported, and batching stays on).
+impl Error {
+    /// For an error of the batch's HTTP exchange: 400 (bad request), 405 (no batches at this path), 413
+    /// (body too large) and 501 (not implemented) refuse the batch as such.
+    pub(crate) fn of_batch_request(self) -> Self {
+        match self {
+            Error::Http {
+                status: status @ (400 | 405 | 413 | 501),
+                ..
+            } => Error::BatchRefused {
+                detail: format!("HTTP {status}"),
+            },
+            other => other,
+        }
+    }
+
+    /// For one error object answering the whole batch: unless it is transient or rejects the key, the
+    /// node did not answer the calls, whatever it said (`-32600` invalid request, `-32601`, "batch
+    /// requests are not supported", "batch too large"...).
+    pub(crate) fn of_whole_batch(self) -> Self {
+        if self.says_batches_are_refused() {
+            return self.into_batch_refused();
+        }
+        match self.class() {
+            Class::Retry { .. } | Class::Unreachable | Class::Rejected => self,
+            Class::Split { .. } | Class::Fatal => self.into_batch_refused(),
+        }
+    }
+
+    /// For the error answer of one call of a batch: only a wording about batches (some nodes refuse a
+    /// batch by answering each call so) refuses the batch; any other is that call's failure.
+    pub(crate) fn of_batch_item(self) -> Self {
+        if self.says_batches_are_refused() {
+            self.into_batch_refused()
+        } else {
+            self
+        }
+    }
+
+    /// An error object about batches ("batch requests are not supported", "batch size too large"), not a
+    /// rate limit ("batch rate limit exceeded").
+    fn says_batches_are_refused(&self) -> bool {
+        let Error::Rpc { message, .. } = self else {
+            return false;
+        };
+        let m = message.to_ascii_lowercase();
+        m.contains("batch") && !RATE_LIMIT_WORDINGS.iter().any(|p| m.contains(p))
+    }
+
+    fn into_batch_refused(self) -> Self {
+        Error::BatchRefused {
+            detail: self.to_string(),
+        }
+    }
+}
+
+/// How providers word a rate limit, under whatever code.
+const RATE_LIMIT_WORDINGS: [&str; 9] = [
+    "rate exceeded",
+    "rate limit",
+    "request rate",
+    "too many requests",
+    "daily request count",
+    "credits limited",
+    "request limit reached",
+    "calls per second",
+    "capacity exceeded",
+];
+
 fn classify_rpc(code: i64, message: &str, data: Option<&str>) -> Class {
     let m = message.to_ascii_lowercase();
     // Rate limits first: Infura sends them as -32005, the code of "too many results".
-    const RATE: [&str; 9] = [
-        "rate exceeded",
-        "rate limit",
-        "request rate",
-        "too many requests",
-        "daily request count",
-        "credits limited",
-        "request limit reached",
-        "calls per second",
-        "capacity exceeded",
-    ];
-    if code == -32007 || code == -32012 || code == 429 || RATE.iter().any(|p| m.contains(p)) {
+    if code == -32007
+        || code == -32012
+        || code == 429
+        || RATE_LIMIT_WORDINGS.iter().any(|p| m.contains(p))
+    {
         return Class::Retry {
             after: data.and_then(backoff_seconds),
         };

@@ -5,6 +5,7 @@
 //! the key is in its path.
 
 mod error;
+mod frames;
 mod http;
 mod types;
 mod ws;
@@ -159,17 +160,17 @@ impl Client {
     /// order asked; `None` where the node does not know the block.
     ///
     /// # Errors
-    /// The first error answer of any call, or the node's refusal of the batch as a whole (a node that takes
-    /// no batches answers one error object); [`Error::Malformed`] when the answer is not one response per
-    /// call. Over WebSocket, [`Error::Malformed`] at once (see [`Self::supports_batches`]).
+    /// [`Error::BatchRefused`] when the node refuses batches as such (see [`Error::of_whole_batch`]:
+    /// refusal codes and wordings, HTTP 400/405/413/501, one answer for the whole batch, an answer that is
+    /// not one response per call) and over WebSocket (see [`Self::supports_batches`]); otherwise the
+    /// first error answer of any call, or the request's own failure (a 429, a timeout...), as [`Self::call`].
     ///
     /// # Cancel safety
     /// Cancel safe, as [`Self::call`].
     pub async fn headers(&self, numbers: &[u64]) -> Result<Vec<Option<Header>>, Error> {
         const METHOD: &str = "eth_getBlockByNumber";
         let Transport::Http(http) = &self.transport else {
-            return Err(Error::Malformed {
-                method: METHOD,
+            return Err(Error::BatchRefused {
                 detail: "batches go over HTTP only".into(),
             });
         };
@@ -186,7 +187,10 @@ impl Client {
             .collect();
         let body = serde_json::Value::Array(calls).to_string();
         tokio::time::timeout(self.options.request_timeout, async {
-            let (bytes, _permit) = http.post(body, &self.answers).await?;
+            let (bytes, _permit) = http
+                .post(body, &self.answers)
+                .await
+                .map_err(Error::of_batch_request)?;
             parse_batch(METHOD, &bytes, first_id, numbers.len())
         })
         .await
@@ -257,24 +261,33 @@ fn parse_batch<T: DeserializeOwned>(
     struct Id {
         id: u64,
     }
-    let malformed = |detail: String| Error::Malformed { method, detail };
-    // One object for a whole batch: the node refused it (or answered as if it were one call).
-    let Ok(items) = serde_json::from_slice::<Vec<&RawValue>>(body) else {
-        parse_response::<serde_json::Value>(method, body)?;
-        return Err(malformed("one answer to a batch of calls".into()));
+    let refused = |detail: &str| Error::BatchRefused {
+        detail: detail.into(),
     };
+    let Ok(items) = serde_json::from_slice::<Vec<&RawValue>>(body) else {
+        // One object for a whole batch: the node refused it, failed it as a whole (a rate limit), or
+        // answered as if it were one call. An answer that is no JSON-RPC at all is garbled, as for one call.
+        return Err(match parse_response::<serde_json::Value>(method, body) {
+            Err(err @ Error::Malformed { .. }) => err,
+            Err(err) => err.of_whole_batch(),
+            Ok(_) => refused("one answer to a batch of calls"),
+        });
+    };
+    // A node that answers some calls twice, others not at all or under other ids does not do batches right;
+    // one by one, it may.
     let mut slots: Vec<Option<T>> = (0..n).map(|_| None).collect();
     for item in items {
         let slot = serde_json::from_str::<Id>(item.get())
             .ok()
             .and_then(|Id { id }| id.checked_sub(first_id))
             .and_then(|idx| slots.get_mut(usize::try_from(idx).ok()?))
-            .ok_or_else(|| malformed("an answer with an id that was not asked".into()))?;
-        *slot = Some(parse_response(method, item.get().as_bytes())?);
+            .filter(|slot| slot.is_none())
+            .ok_or_else(|| refused("an answer with an id that was not asked, or asked once"))?;
+        *slot = Some(parse_response(method, item.get().as_bytes()).map_err(Error::of_batch_item)?);
     }
     slots
         .into_iter()
-        .map(|slot| slot.ok_or_else(|| malformed("a call of the batch was not answered".into())))
+        .map(|slot| slot.ok_or_else(|| refused("a call of the batch was not answered")))
         .collect()
 }
 
@@ -295,6 +308,83 @@ mod tests {
             br#"{"jsonrpc":"2.0","id":1}"#,
         );
         assert!(matches!(missing, Err(Error::Malformed { .. })));
+    }
+
+    /// How a batch of two calls (ids 7 and 8) answered with `body` ends: `Ok` with the answers, or the
+    /// error's class and whether it refuses batches as such.
+    fn check_batch(body: &str, expected: Result<Vec<Option<u64>>, (bool, Class)>) {
+        let parsed = parse_batch::<Option<Quantity>>("eth_getBlockByNumber", body.as_bytes(), 7, 2);
+        let actual = match parsed {
+            Ok(answers) => Ok(answers.into_iter().map(|q| q.map(|q| q.0)).collect()),
+            Err(err) => Err((matches!(err, Error::BatchRefused { .. }), err.class())),
+        };
+        assert_eq!(actual, expected, "{body}");
+    }
+
+    #[test]
+    fn a_refusal_of_the_batch_as_such_is_told_apart_from_a_failure_of_this_one() {
+        const RETRY: Class = Class::Retry { after: None };
+        let refused = Err((true, Class::Fatal));
+        check_batch(
+            r#"[{"jsonrpc":"2.0","id":8,"result":"0x2"},{"jsonrpc":"2.0","id":7,"result":null}]"#,
+            Ok(vec![None, Some(2)]),
+        );
+        // Refusals: one error object for the batch, whatever its code, or one success object.
+        for body in [
+            r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"invalid request"}}"#,
+            r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32601,"message":"batch requests are not supported"}}"#,
+            r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"batch too large: 200 calls, at most 100"}}"#,
+            r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"batch size too large"}}"#,
+            r#"{"jsonrpc":"2.0","id":7,"result":"0x1"}"#,
+            // Answers that do not match the calls.
+            r#"[{"jsonrpc":"2.0","id":7,"result":"0x1"}]"#,
+            r#"[{"jsonrpc":"2.0","id":7,"result":"0x1"},{"jsonrpc":"2.0","id":7,"result":"0x1"}]"#,
+            r#"[{"jsonrpc":"2.0","id":7,"result":"0x1"},{"jsonrpc":"2.0","id":99,"result":"0x1"}]"#,
+            // Each call answered with a refusal of batches.
+            r#"[{"jsonrpc":"2.0","id":7,"error":{"code":-32600,"message":"Batch requests are disabled"}},{"jsonrpc":"2.0","id":8,"result":"0x1"}]"#,
+        ] {
+            check_batch(body, refused.clone());
+        }
+        // Failures of this request, to be retried: rate limits as one object or per call, internal errors.
+        check_batch(
+            r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32005,"message":"project ID request rate exceeded"}}"#,
+            Err((false, RETRY)),
+        );
+        check_batch(
+            r#"[{"jsonrpc":"2.0","id":7,"error":{"code":-32005,"message":"project ID request rate exceeded"}},{"jsonrpc":"2.0","id":8,"result":"0x1"}]"#,
+            Err((false, RETRY)),
+        );
+        check_batch(
+            r#"[{"jsonrpc":"2.0","id":7,"result":"0x1"},{"jsonrpc":"2.0","id":8,"error":{"code":-32603,"message":"internal error"}}]"#,
+            Err((false, RETRY)),
+        );
+        check_batch(
+            r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32005,"message":"batch rate limit exceeded"}}"#,
+            Err((false, RETRY)),
+        );
+        // Garbage (a proxy's HTML page) is garbled like any answer: retried.
+        check_batch("<html>bad gateway</html>", Err((false, RETRY)));
+    }
+
+    #[test]
+    fn http_statuses_that_refuse_a_batch_are_told_apart_from_transient_ones() {
+        let http = |status| Error::Http {
+            status,
+            retry_after: None,
+        };
+        for status in [400, 405, 413, 501] {
+            assert!(
+                matches!(http(status).of_batch_request(), Error::BatchRefused { .. }),
+                "{status}"
+            );
+        }
+        for status in [401, 404, 408, 429, 500, 502, 503] {
+            assert_eq!(http(status).of_batch_request(), http(status), "{status}");
+        }
+        let dropped = Error::Dropped {
+            detail: "eof".into(),
+        };
+        assert_eq!(dropped.clone().of_batch_request(), dropped);
     }
 
     #[test]

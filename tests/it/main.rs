@@ -6,6 +6,8 @@ mod follow;
 mod ops;
 mod pg;
 mod postgres_sink;
+mod rate;
+mod shutdown;
 mod sink_records;
 mod support;
 mod sync;

@@ -523,19 +523,21 @@ async fn a_target_above_the_head_exits_75_after_committing_what_exists() {
 
 /// Goal: under `sync.strict`, a log that matches an event but does not decode with it stops the sync with
 /// exit 65, naming the contract, and commits nothing of its batch (decoding runs in a stage of its own,
-/// beside the writer). Method: an anonymous event of three indexed words on token_a matches every Transfer
-/// and Approval log (three topics, no topic0 to compare), but asks for two data words where they have one.
+/// beside the writer). Method: misc's `Batch(uint8 indexed kind, uint256[] ids, address[] recipients,
+/// int256 delta, uint32 count)` declared with `delta` indexed instead of `kind` has the same signature, so
+/// the same topic0 and topic count, but reads the random `delta` word as the offset of `recipients`, which
+/// points outside the data. (An anonymous event's mismatch no longer counts: such a log is simply not it.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_log_that_does_not_decode_under_strict_exits_65_and_commits_nothing_of_its_batch() {
     let node = support::start(node_config(2_000)).await;
     let work = Workdir::new();
     let text = format!(
         "[node]\nurl = \"{}\"\n\n[database]\nurl = \"sqlite://{}\"\n\n[sync]\nstrict = true\n\n\
-         [[contracts]]\nname = \"token_a\"\naddress = \"{:#x}\"\n\
-         events = [\"event Odd(uint256 indexed a, uint256 indexed b, uint256 indexed c, uint256 d, uint256 e) anonymous\"]\n",
+         [[contracts]]\nname = \"misc\"\naddress = \"{:#x}\"\n\
+         events = [\"event Batch(uint8 kind, uint256[] ids, address[] recipients, int256 indexed delta, uint32 count)\"]\n",
         node.http_url(),
         work.db().display(),
-        logslice::devnode::contracts::TOKEN_A,
+        logslice::devnode::contracts::MISC,
     );
     let path = work.dir.path().join("config.toml");
     std::fs::write(&path, text).expect("write config");
@@ -543,6 +545,6 @@ async fn a_log_that_does_not_decode_under_strict_exits_65_and_commits_nothing_of
         .await
         .expect_err("the logs do not decode");
     assert_eq!(logslice::exit::code(&err), 65, "{err}");
-    assert!(err.to_string().contains("token_a"), "{err}");
-    assert_eq!(support::checkpoint(&work, "token_a").await, None);
+    assert!(err.to_string().contains("misc"), "{err}");
+    assert_eq!(support::checkpoint(&work, "misc").await, None);
 }
