@@ -6,7 +6,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
-use crate::fetch::{self, Fetched, OnSplit};
+use crate::fetch::{self, Fetched};
 use crate::primitives::BlockRange;
 
 use super::{joined, open_job, Error, Job, Node, SyncReport, Target};
@@ -122,16 +122,8 @@ pub async fn naive_sync(config: &Config, target: Target, span: u64) -> Result<Sy
             next = range.end() + 1;
             range
         });
-        let filter = crate::rpc::LogFilter {
-            blocks: crate::rpc::Blocks::Range(range),
-            addresses: selection.addresses.clone(),
-            topic0: selection.topic0.clone(),
-        };
         match node
-            .gate
-            .run("eth_getLogs", OnSplit::Return, || {
-                node.client.get_logs(&filter)
-            })
+            .get_logs(crate::rpc::Blocks::Range(range), &selection)
             .await
         {
             Ok(logs) => {

@@ -9,7 +9,7 @@ use alloy_primitives::B256;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::fetch::{self, Fetched, OnSplit, Selection};
+use crate::fetch::{self, Fetched, Selection};
 use crate::follow;
 use crate::planner::Planner;
 use crate::primitives::{BlockNumber, BlockRange, Log, LogKey};
@@ -82,18 +82,7 @@ async fn fetch_logs(
     range: BlockRange,
 ) -> Result<Vec<Log>, Error> {
     let selection = selector(range);
-    let filter = rpc::LogFilter {
-        blocks: rpc::Blocks::Range(range),
-        addresses: selection.addresses.clone(),
-        topic0: selection.topic0.clone(),
-    };
-    match node
-        .gate
-        .run("eth_getLogs", OnSplit::Return, || {
-            node.client.get_logs(&filter)
-        })
-        .await
-    {
+    match node.get_logs(rpc::Blocks::Range(range), &selection).await {
         Ok(logs) => return Ok(logs),
         Err(fetch::Error::Split(_)) => {}
         Err(err) => return Err(node.error()(err)),
@@ -177,16 +166,8 @@ async fn check_logs(
     with_logs.dedup();
     for suspect in follow::suspicious_empty_blocks(headers, &with_logs, interests) {
         // Ask again for exactly that block by hash; if logs appear, the first answer was stale.
-        let pinned = rpc::LogFilter {
-            blocks: rpc::Blocks::Hash(hash_of[&suspect]),
-            addresses: selection.addresses.clone(),
-            topic0: selection.topic0.clone(),
-        };
         let again = node
-            .gate
-            .run("eth_getLogs", OnSplit::Return, || {
-                node.client.get_logs(&pinned)
-            })
+            .get_logs(rpc::Blocks::Hash(hash_of[&suspect]), selection)
             .await
             .map_err(node.error())?;
         if again.iter().any(|l| !l.removed) {

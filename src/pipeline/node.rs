@@ -8,8 +8,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{Endpoint, Finality, NodeConfig, Transport};
 use crate::devnode::{DevNode, DevNodeConfig};
-use crate::fetch::{self, Gate, GateConfig, OnSplit};
-use crate::primitives::BlockNumber;
+use crate::fetch::{self, Gate, GateConfig, OnSplit, Selection};
+use crate::primitives::{BlockNumber, Log};
 use crate::rpc::{self, BlockTag, Client, ClientOptions};
 
 use super::{Error, SyncReport, Target};
@@ -145,6 +145,28 @@ impl Node {
             }
         }
         Ok(headers)
+    }
+
+    /// `eth_getLogs` of `selection` over `blocks`, through the gate; a range-too-large answer comes back as
+    /// [`fetch::Error::Split`] for the caller to narrow.
+    ///
+    /// # Errors
+    /// Any [`fetch::Error`].
+    pub(super) async fn get_logs(
+        &self,
+        blocks: rpc::Blocks,
+        selection: &Selection,
+    ) -> Result<Vec<Log>, fetch::Error> {
+        let filter = rpc::LogFilter {
+            blocks,
+            addresses: selection.addresses.clone(),
+            topic0: selection.topic0.clone(),
+        };
+        self.gate
+            .run("eth_getLogs", OnSplit::Return, || {
+                self.client.get_logs(&filter)
+            })
+            .await
     }
 
     /// `eth_getBlockByNumber(tag, false)` through the gate: `None` when the node does not know the block.
