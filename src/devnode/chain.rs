@@ -12,7 +12,9 @@ use std::sync::{PoisonError, RwLock, RwLockReadGuard};
 use alloy_dyn_abi::DynSolValue;
 use alloy_primitives::{keccak256, Address, Bloom, BloomInput, B256};
 
-use super::contracts::{self, parsed, Emitter, EMITTERS};
+use super::config::FactoryConfig;
+use super::contracts::{self, parsed, Emitter, EMITTERS, PAIR_CREATED};
+use super::factory::Factory;
 use super::filter::LogFilter;
 use super::gen;
 use super::rng::{hash3, mix64, Rng};
@@ -45,6 +47,8 @@ pub(crate) struct ChainParams {
     pub(crate) reorg_depth: u64,
     /// Whether the opt-in [`contracts::ANON`] emits too (its emitters follow the default ones).
     pub(crate) anon_contract: bool,
+    /// The opt-in [`contracts::FACTORY`] and its pairs, planned after every block's other transactions.
+    pub(crate) factory: Option<FactoryConfig>,
 }
 
 /// What changes as the chain moves.
@@ -92,6 +96,10 @@ pub(crate) struct Header {
 pub(crate) struct PlannedLog {
     pub(crate) tx_index: u32,
     pub(crate) emitter: u8,
+    /// The emitting contract: the emitter's, or for a factory's child, the child's.
+    pub(crate) address: Address,
+    /// The ordinal of the factory's child the log creates or comes from (0 for other logs).
+    pub(crate) child: u64,
     pub(crate) seed: u64,
 }
 
@@ -148,6 +156,8 @@ pub(crate) struct Chain {
     emitters: &'static [Emitter],
     /// Sum of `emitters`' weights.
     total_weight: u32,
+    /// The opt-in factory, if any.
+    factory: Option<Factory>,
     users: Vec<Address>,
     miner: Address,
     state: RwLock<ChainState>,
@@ -169,10 +179,14 @@ impl Chain {
         };
         let (head_tx, _) = tokio::sync::watch::channel(params.initial_head);
         let emitters = contracts::emitters(params.anon_contract);
+        let factory = params
+            .factory
+            .and_then(|cfg| Factory::new(params.seed, cfg, params.initial_head));
         Self {
             params,
             emitters,
             total_weight: emitters.iter().map(|emitter| emitter.weight).sum(),
+            factory,
             users,
             miner,
             state: RwLock::new(state),
@@ -311,8 +325,25 @@ impl Chain {
         number != 0 && self.huge_block_near(number) == number
     }
 
-    /// The skeleton of block `number` of generation `gen`.
-    pub(crate) fn plan(&self, number: u64, gen: u32) -> BlockPlan {
+    /// The opt-in factory, if the chain has one.
+    pub(crate) fn factory(&self) -> Option<&Factory> {
+        self.factory.as_ref()
+    }
+
+    /// The skeleton of block `number` of generation `gen`, whose lower heights are those of `state`.
+    pub(crate) fn plan(&self, number: u64, gen: u32, state: &ChainState) -> BlockPlan {
+        let mut plan = self.base_plan(number, gen);
+        if let Some(factory) = &self.factory {
+            if number > 0 {
+                factory.extend_plan(number, gen, |lower| state.gen(lower), &mut plan);
+            }
+        }
+        plan
+    }
+
+    /// The skeleton of block `number` of generation `gen` without the factory: the default chain's, drawn
+    /// exactly as it always was.
+    fn base_plan(&self, number: u64, gen: u32) -> BlockPlan {
         let mut rng = Rng::new(self.block_seed(number, gen));
         if number == 0 {
             return BlockPlan {
@@ -368,6 +399,8 @@ impl Chain {
             logs.push(PlannedLog {
                 tx_index,
                 emitter,
+                address: EMITTERS[usize::from(emitter)].address,
+                child: 0,
                 seed: rng.next_u64(),
             });
         }
@@ -392,7 +425,12 @@ impl Chain {
         let emitter_idx = usize::from(planned.emitter);
         let emitter = &EMITTERS[emitter_idx];
         let mut rng = Rng::new(planned.seed);
-        let values = gen::values_for(emitter.event, &mut rng, &self.users);
+        let values = match &self.factory {
+            Some(factory) if planned.emitter == PAIR_CREATED => {
+                factory.pair_created_values(planned.child)
+            }
+            _ => gen::values_for(emitter.event, &mut rng, &self.users),
+        };
         let (topics, data) = gen::encode(parsed(emitter_idx), &values);
         Log {
             block_number: header.number,
@@ -400,7 +438,7 @@ impl Chain {
             tx_hash: Self::tx_hash(&header.hash, planned.tx_index),
             tx_index: planned.tx_index,
             log_index,
-            address: emitter.address,
+            address: planned.address,
             topics,
             data,
             emitter: planned.emitter,
@@ -422,7 +460,7 @@ impl Chain {
         let mut n_matched = 0;
         for (log_index, planned) in plan.logs.iter().enumerate() {
             let emitter_idx = usize::from(planned.emitter);
-            if !filter.may_match(EMITTERS[emitter_idx].address, parsed(emitter_idx).topic0) {
+            if !filter.may_match(planned.address, parsed(emitter_idx).topic0) {
                 continue;
             }
             let log = self.materialize(header, planned, log_index as u32);
@@ -446,7 +484,7 @@ impl Chain {
         let any = LogFilter::any();
         for number in from..=to.min(head) {
             let header = self.header(state, number);
-            let plan = self.plan(number, header.gen);
+            let plan = self.plan(number, header.gen, state);
             self.logs_of_block(&header, &plan, &any, |log| out.push(log));
         }
         out
@@ -455,7 +493,7 @@ impl Chain {
     /// Block `number` of generation `gen` with its transactions and bloom.
     pub(crate) fn full_block(&self, state: &ChainState, number: u64, gen: u32) -> FullBlock {
         let header = self.header_of(number, gen, state);
-        let plan = self.plan(number, gen);
+        let plan = self.plan(number, gen, state);
         let mut bloom = Bloom::ZERO;
         let mut receivers = vec![Address::ZERO; plan.n_txs as usize];
         for (log_index, planned) in plan.logs.iter().enumerate() {
@@ -527,6 +565,7 @@ mod tests {
             reorg_every: None,
             reorg_depth: 3,
             anon_contract: false,
+            factory: None,
         })
     }
 
@@ -647,7 +686,7 @@ mod tests {
                 ..chain(7).params
             });
             let state = chain.read();
-            let mut per_emitter = [0usize; EMITTERS.len()];
+            let mut per_emitter = [0usize; contracts::N_WEIGHTED_EMITTERS];
             for log in chain.canonical_logs(&state, 0, 10_000, 10_000) {
                 per_emitter[usize::from(log.emitter)] += 1;
             }
@@ -667,7 +706,7 @@ mod tests {
         let chain = chain(7);
         let huge = chain.huge_block_near(HUGE_PERIOD + 5);
         assert!(chain.is_huge(huge));
-        let plan = chain.plan(huge, 0);
+        let plan = chain.plan(huge, 0, &chain.read());
         assert!(plan.logs.len() > 10_000);
         let mut per_emitter = [0usize; EMITTERS.len()];
         for planned in &plan.logs {

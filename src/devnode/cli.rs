@@ -86,6 +86,14 @@ pub struct DevnodeArgs {
     /// logs: the default chain is the one without it.
     #[arg(long)]
     pub anon_contract: bool,
+    /// Also run a Uniswap V2 factory at 0xfac7c0ffee000000000000000000000000000006
+    /// (abis/uniswap_v2_factory.json) creating N pairs (abis/uniswap_v2_pair.json) by the initial head, more
+    /// as the chain goes on. Its transactions follow each block's others: the other contracts' logs stay.
+    #[arg(long, value_name = "N")]
+    pub factory_children: Option<u64>,
+    /// With --factory-children: blocks where the pairs' logs together exceed 10,000.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub factory_bursts: u32,
     /// Wording of the too-many-results error: plain, infura, alchemy, reth, reth-32000.
     #[arg(long, default_value = "plain", value_parser = super::TooManyStyle::parse)]
     pub too_many_style: super::TooManyStyle,
@@ -166,6 +174,13 @@ impl DevnodeArgs {
         cfg.chain.reorg_every = self.reorg_every.filter(|every| *every > 0);
         cfg.chain.reorg_depth = self.reorg_depth;
         cfg.chain.anon_contract = self.anon_contract;
+        cfg.chain.factory =
+            self.factory_children
+                .filter(|children| *children > 0)
+                .map(|children| super::FactoryConfig {
+                    children,
+                    bursts: self.factory_bursts,
+                });
         cfg.limits.too_many_style = self.too_many_style;
         cfg.limits.max_results = self.max_results;
         cfg.limits.query_budget = self.query_budget;
@@ -251,6 +266,10 @@ mod tests {
             "--anon-contract",
             "--finality",
             "error",
+            "--factory-children",
+            "30",
+            "--factory-bursts",
+            "1",
         ])
         .expect("valid flags");
         let cfg = parsed.args.to_config().expect("valid config");
@@ -261,6 +280,13 @@ mod tests {
         assert_eq!(cfg.faults.latency, Duration::from_millis(10));
         assert_eq!(cfg.faults.max_rps, Some(5));
         assert!(cfg.chain.anon_contract);
+        assert_eq!(
+            cfg.chain.factory,
+            Some(super::super::FactoryConfig {
+                children: 30,
+                bursts: 1
+            })
+        );
         assert_eq!(cfg.chain.finality, super::super::Finality::Error);
         assert_eq!(
             cfg.limits.too_many_style,
@@ -275,6 +301,7 @@ mod tests {
         let parsed = Wrapper::try_parse_from(["devnode"]).expect("no flags");
         let cfg = parsed.args.to_config().expect("valid config");
         assert!(!cfg.chain.anon_contract);
+        assert_eq!(cfg.chain.factory, None);
         assert_eq!(cfg.chain.finality, super::super::Finality::Block);
     }
 }

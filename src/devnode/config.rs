@@ -35,6 +35,32 @@ pub const DEFAULT_RETRY_AFTER_SECS: u64 = 1;
 /// Default lag of a lagging backend, in blocks.
 pub const DEFAULT_LAG_DEPTH: u64 = 5;
 
+/// Pairs the opt-in factory creates by the initial head when switched on without a count.
+pub const DEFAULT_FACTORY_CHILDREN: u64 = 200;
+
+/// The opt-in Uniswap V2 factory ([`contracts::FACTORY`](super::contracts::FACTORY)) and its children.
+///
+/// Pairs are created at a rate growing with the height (children multiply as the chain goes on), each at an
+/// address derived from the seed; a few are busy, most quiet. Some emit in their creating transaction before
+/// the `PairCreated` log, some again later in the same block; none before its creating transaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FactoryConfig {
+    /// Pairs created by the initial head ([`ChainConfig::blocks`]); more follow as blocks are produced.
+    pub children: u64,
+    /// Blocks in the second half of the initial chain where the pairs' logs together exceed 10,000 (no pair
+    /// alone comes near).
+    pub bursts: u32,
+}
+
+impl Default for FactoryConfig {
+    fn default() -> Self {
+        Self {
+            children: DEFAULT_FACTORY_CHILDREN,
+            bursts: 0,
+        }
+    }
+}
+
 /// The shape and motion of the simulated chain.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChainConfig {
@@ -60,6 +86,9 @@ pub struct ChainConfig {
     /// named ones. Off by default: with it off the chain is byte for byte the default chain; with it on every
     /// contract's logs are drawn anew (the emitters share one random stream).
     pub anon_contract: bool,
+    /// The opt-in factory and its children; `None` (the default) leaves the chain byte for byte the default
+    /// chain. Its transactions follow each block's others, so the other contracts' logs stay as they are.
+    pub factory: Option<FactoryConfig>,
     /// What the node answers for the `finalized` and `safe` tags (default: a block, as the spec's service).
     pub finality: Finality,
 }
@@ -77,7 +106,24 @@ impl Default for ChainConfig {
             reorg_every: None,
             reorg_depth: DEFAULT_REORG_DEPTH,
             anon_contract: false,
+            factory: None,
             finality: Finality::Block,
+        }
+    }
+}
+
+impl ChainConfig {
+    /// The `factory` bench shape: 100,000 blocks of the default chain plus a factory whose pairs multiply to
+    /// about 1,500 by the end, most quiet, a few busy, and two blocks where the pairs' logs together exceed
+    /// 10,000 while no pair alone comes near.
+    pub fn factory_preset() -> Self {
+        Self {
+            blocks: 100_000,
+            factory: Some(FactoryConfig {
+                children: 1_500,
+                bursts: 2,
+            }),
+            ..Self::default()
         }
     }
 }
@@ -287,6 +333,9 @@ pub const OPTION_NAMES: &[&str] = &[
     "reorg_every",
     "reorg_depth",
     "anon_contract",
+    "factory",
+    "factory_children",
+    "factory_bursts",
     "finality",
     "max_results",
     "max_params",
@@ -419,6 +468,20 @@ impl DevNodeConfig {
             "reorg_every" => parse_optional(value).map(|v| self.chain.reorg_every = v),
             "reorg_depth" => parse_num(value).map(|v| self.chain.reorg_depth = v),
             "anon_contract" => parse_switch(value).map(|v| self.chain.anon_contract = v),
+            "factory" => parse_switch(value).map(|on| {
+                self.chain.factory = on.then(|| self.chain.factory.unwrap_or_default());
+            }),
+            "factory_children" => parse_num::<u64>(value).map(|children| {
+                let bursts = self.chain.factory.map_or(0, |factory| factory.bursts);
+                self.chain.factory = (children > 0).then_some(FactoryConfig { children, bursts });
+            }),
+            "factory_bursts" => parse_num(value).map(|bursts| {
+                let factory = self
+                    .chain
+                    .factory
+                    .get_or_insert_with(FactoryConfig::default);
+                factory.bursts = bursts;
+            }),
             "finality" => Finality::parse(value).map(|v| self.chain.finality = v),
             "max_results" => parse_num(value).map(|v| self.limits.max_results = v),
             "max_params" => parse_num(value).map(|v| self.limits.max_params = v),
@@ -501,6 +564,30 @@ mod tests {
             err.contains("anon_contract") && err.contains("on or off"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn the_factory_is_off_unless_switched_on_or_given_children() {
+        assert_eq!(DevNodeConfig::default().chain.factory, None);
+        let on = DevNodeConfig::from_sim_url("sim://?factory=on").expect("valid option");
+        assert_eq!(on.chain.factory, Some(FactoryConfig::default()));
+        let sized = DevNodeConfig::from_sim_url("sim://?factory_bursts=2&factory-children=40")
+            .expect("valid options");
+        assert_eq!(
+            sized.chain.factory,
+            Some(FactoryConfig {
+                children: 40,
+                bursts: 2
+            })
+        );
+        let off = DevNodeConfig::from_sim_url("sim://?factory_children=40&factory=off")
+            .expect("valid options");
+        assert_eq!(off, DevNodeConfig::default());
+        let none = DevNodeConfig::from_sim_url("sim://?factory_children=0").expect("valid option");
+        assert_eq!(none.chain.factory, None);
+        let err =
+            DevNodeConfig::from_sim_url("sim://?factory_children=many").expect_err("no number");
+        assert!(err.contains("factory_children"), "{err}");
     }
 
     #[test]

@@ -4,8 +4,8 @@
 //! JSON files are the single source of truth: they are embedded here, parsed once, and every generated log is
 //! encoded from the parsed `alloy_json_abi::Event` (topic0 is its `selector()`, never a hand-written hash).
 //!
-//! The default chain emits from [`ALL_CONTRACTS`]. Opt-in contracts ([`ANON`]) come after them in
-//! [`EMITTERS`], so a chain without them draws exactly the numbers it always drew.
+//! The default chain emits from [`ALL_CONTRACTS`]. Opt-in contracts ([`ANON`], the [`FACTORY`] and its pairs)
+//! come after them in [`EMITTERS`], so a chain without them draws exactly the numbers it always drew.
 
 use std::sync::LazyLock;
 
@@ -31,6 +31,12 @@ pub const MISC: Address = address!("d1ffc0ffee000000000000000000000000000004");
 /// `Memo` is there to be left out of a config (a named event present in the ABI but not indexed).
 pub const ANON: Address = address!("a404c0ffee000000000000000000000000000005");
 
+/// A Uniswap V2 factory (`abis/uniswap_v2_factory.json`), emitted only when
+/// [`ChainConfig::factory`](super::ChainConfig::factory) is set: it emits `PairCreated` for pairs created over
+/// the chain, whose addresses depend on the seed and which then emit the pair's events
+/// (`abis/uniswap_v2_pair.json`: `Transfer`, `Approval`, `Mint`, `Burn`, `Swap`, `Sync`).
+pub const FACTORY: Address = address!("fac7c0ffee000000000000000000000000000006");
+
 /// Every contract address of the default chain, in the order above (opt-in contracts such as [`ANON`] are
 /// not in it).
 pub const ALL_CONTRACTS: [Address; 4] = [TOKEN_A, TOKEN_B, PAIR, MISC];
@@ -39,6 +45,8 @@ pub const ALL_CONTRACTS: [Address; 4] = [TOKEN_A, TOKEN_B, PAIR, MISC];
 pub const ERC20_ABI_JSON: &str = include_str!("../../abis/erc20.json");
 /// `abis/uniswap_v2_pair.json`, embedded.
 pub const UNISWAP_V2_PAIR_ABI_JSON: &str = include_str!("../../abis/uniswap_v2_pair.json");
+/// `abis/uniswap_v2_factory.json`, embedded.
+pub const UNISWAP_V2_FACTORY_ABI_JSON: &str = include_str!("../../abis/uniswap_v2_factory.json");
 /// `abis/misc.json`, embedded.
 pub const MISC_ABI_JSON: &str = include_str!("../../abis/misc.json");
 /// `abis/anon.json`, embedded.
@@ -64,6 +72,9 @@ pub(crate) enum EventId {
     Beat,
     Skim,
     Sweep,
+    PairCreated,
+    Mint,
+    Burn,
 }
 
 impl EventId {
@@ -87,6 +98,9 @@ impl EventId {
             EventId::Beat => "Beat",
             EventId::Skim => "Skim",
             EventId::Sweep => "Sweep",
+            EventId::PairCreated => "PairCreated",
+            EventId::Mint => "Mint",
+            EventId::Burn => "Burn",
         }
     }
 
@@ -94,7 +108,10 @@ impl EventId {
     fn abi_json(self) -> &'static str {
         match self {
             EventId::Transfer | EventId::Approval => ERC20_ABI_JSON,
-            EventId::Swap | EventId::Sync => UNISWAP_V2_PAIR_ABI_JSON,
+            EventId::Swap | EventId::Sync | EventId::Mint | EventId::Burn => {
+                UNISWAP_V2_PAIR_ABI_JSON
+            }
+            EventId::PairCreated => UNISWAP_V2_FACTORY_ABI_JSON,
             EventId::Note | EventId::Batch | EventId::Order | EventId::Ping => MISC_ABI_JSON,
             EventId::Tick
             | EventId::Deposit
@@ -123,8 +140,30 @@ pub(crate) struct Emitter {
 /// How many of [`EMITTERS`] the default chain emits: those of [`ALL_CONTRACTS`].
 pub(crate) const N_DEFAULT_EMITTERS: usize = 10;
 
-/// Every (contract, event) pair a chain may emit: the default chain's first, then the opt-in [`ANON`]'s.
-pub(crate) const EMITTERS: [Emitter; 19] = [
+/// How many of [`EMITTERS`] a chain with [`ANON`] draws from: the default ones and the anon contract's.
+pub(crate) const N_WEIGHTED_EMITTERS: usize = 19;
+
+/// The address of the emitters of a factory's children: a placeholder, the plan gives each log its pair.
+pub(crate) const CHILD: Address = Address::ZERO;
+
+/// [`EMITTERS`] index of the [`FACTORY`]'s `PairCreated`.
+pub(crate) const PAIR_CREATED: u8 = 19;
+/// [`EMITTERS`] index of a pair's `Transfer` (its liquidity token).
+pub(crate) const CHILD_TRANSFER: u8 = 20;
+/// [`EMITTERS`] index of a pair's `Approval`.
+pub(crate) const CHILD_APPROVAL: u8 = 21;
+/// [`EMITTERS`] index of a pair's `Mint`.
+pub(crate) const CHILD_MINT: u8 = 22;
+/// [`EMITTERS`] index of a pair's `Burn`.
+pub(crate) const CHILD_BURN: u8 = 23;
+/// [`EMITTERS`] index of a pair's `Swap`.
+pub(crate) const CHILD_SWAP: u8 = 24;
+/// [`EMITTERS`] index of a pair's `Sync`.
+pub(crate) const CHILD_SYNC: u8 = 25;
+
+/// Every (contract, event) pair a chain may emit: the default chain's first, then the opt-in [`ANON`]'s, then
+/// the opt-in [`FACTORY`]'s and its children's (never drawn by weight: `factory` plans them).
+pub(crate) const EMITTERS: [Emitter; 26] = [
     Emitter {
         address: TOKEN_A,
         event: EventId::Transfer,
@@ -221,12 +260,48 @@ pub(crate) const EMITTERS: [Emitter; 19] = [
         event: EventId::Sweep,
         weight: 3,
     },
+    // Opt-in: `ChainConfig::factory`. Planned by `factory`, not drawn by weight; a child's address is its pair's.
+    Emitter {
+        address: FACTORY,
+        event: EventId::PairCreated,
+        weight: 0,
+    },
+    Emitter {
+        address: CHILD,
+        event: EventId::Transfer,
+        weight: 0,
+    },
+    Emitter {
+        address: CHILD,
+        event: EventId::Approval,
+        weight: 0,
+    },
+    Emitter {
+        address: CHILD,
+        event: EventId::Mint,
+        weight: 0,
+    },
+    Emitter {
+        address: CHILD,
+        event: EventId::Burn,
+        weight: 0,
+    },
+    Emitter {
+        address: CHILD,
+        event: EventId::Swap,
+        weight: 0,
+    },
+    Emitter {
+        address: CHILD,
+        event: EventId::Sync,
+        weight: 0,
+    },
 ];
 
 /// The emitters of a chain: the default chain's, or with the opt-in [`ANON`] contract's after them.
 pub(crate) fn emitters(anon_contract: bool) -> &'static [Emitter] {
     if anon_contract {
-        &EMITTERS
+        &EMITTERS[..N_WEIGHTED_EMITTERS]
     } else {
         &EMITTERS[..N_DEFAULT_EMITTERS]
     }
@@ -295,10 +370,13 @@ mod tests {
         let default = emitters(false);
         assert_eq!(default.len(), N_DEFAULT_EMITTERS);
         assert!(default.iter().all(|e| ALL_CONTRACTS.contains(&e.address)));
-        assert!(EMITTERS[N_DEFAULT_EMITTERS..]
+        assert!(EMITTERS[N_DEFAULT_EMITTERS..N_WEIGHTED_EMITTERS]
             .iter()
             .all(|e| e.address == ANON));
-        assert_eq!(emitters(true).len(), EMITTERS.len());
+        assert_eq!(emitters(true).len(), N_WEIGHTED_EMITTERS);
+        assert!(EMITTERS[N_WEIGHTED_EMITTERS..]
+            .iter()
+            .all(|e| e.weight == 0 && [FACTORY, CHILD].contains(&e.address)));
     }
 
     /// The anon contract's ABI is shaped so that named and anonymous events collide: this pins the topic
@@ -340,5 +418,47 @@ mod tests {
         );
         assert_eq!(parsed(5).abi.signature(), "Sync(uint112,uint112)");
         assert_eq!(parsed(9).topic0, None);
+        let pair_created = parsed(usize::from(PAIR_CREATED));
+        assert_eq!(
+            pair_created.abi.signature(),
+            "PairCreated(address,address,address,uint256)"
+        );
+        assert_eq!(
+            pair_created.topic0,
+            Some(alloy_primitives::b256!(
+                "0d3648bd0f6ba80134a33ba9275ac585d9d315f0ad8355cddefde31afa28d0e9"
+            ))
+        );
+        for (idx, signature) in [
+            (CHILD_TRANSFER, "Transfer(address,address,uint256)"),
+            (CHILD_APPROVAL, "Approval(address,address,uint256)"),
+            (CHILD_MINT, "Mint(address,uint256,uint256)"),
+            (CHILD_BURN, "Burn(address,uint256,uint256,address)"),
+            (
+                CHILD_SWAP,
+                "Swap(address,uint256,uint256,uint256,uint256,address)",
+            ),
+            (CHILD_SYNC, "Sync(uint112,uint112)"),
+        ] {
+            assert_eq!(parsed(usize::from(idx)).abi.signature(), signature);
+        }
+    }
+
+    /// The ABI files of the factory and its pairs are the real Uniswap V2 ones: every event the pairs emit is
+    /// declared in the pair's file, with its functions beside them.
+    #[test]
+    fn the_uniswap_v2_abi_files_parse_with_their_events() {
+        let pair: JsonAbi = serde_json::from_str(UNISWAP_V2_PAIR_ABI_JSON).expect("pair ABI");
+        let mut names: Vec<&str> = pair.events.keys().map(String::as_str).collect();
+        names.sort_unstable();
+        assert_eq!(
+            names,
+            ["Approval", "Burn", "Mint", "Swap", "Sync", "Transfer"]
+        );
+        assert!(pair.functions.contains_key("getReserves"));
+        let factory: JsonAbi =
+            serde_json::from_str(UNISWAP_V2_FACTORY_ABI_JSON).expect("factory ABI");
+        assert_eq!(factory.events.len(), 1);
+        assert!(factory.functions.contains_key("createPair"));
     }
 }

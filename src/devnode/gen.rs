@@ -227,6 +227,25 @@ pub(crate) fn values_for(event: EventId, rng: &mut Rng, users: &[Address]) -> Ve
             uint(amount(rng), 256),
             uint(amount(rng), 256),
         ],
+        // The factory's logs say which pair they create: `factory::pair_created_values` fills them from the
+        // pair's ordinal. These values (any pair) serve the encoding tests only.
+        EventId::PairCreated => vec![
+            DynSolValue::Address(user(rng, users)),
+            DynSolValue::Address(user(rng, users)),
+            DynSolValue::Address(user(rng, users)),
+            uint(U256::from(rng.below(1_000_000)), 256),
+        ],
+        EventId::Mint => vec![
+            DynSolValue::Address(user(rng, users)),
+            uint(amount(rng), 256),
+            uint(amount(rng), 256),
+        ],
+        EventId::Burn => vec![
+            DynSolValue::Address(user(rng, users)),
+            uint(amount(rng), 256),
+            uint(amount(rng), 256),
+            DynSolValue::Address(user(rng, users)),
+        ],
     }
 }
 

@@ -15,6 +15,7 @@ mod chain;
 pub mod cli;
 mod config;
 pub mod contracts;
+mod factory;
 mod faults;
 mod filter;
 mod gen;
@@ -36,9 +37,9 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 pub use config::{
-    ChainConfig, DevNodeConfig, FaultConfig, Finality, LimitConfig, TooManyStyle, DEFAULT_BLOCKS,
-    DEFAULT_CHAIN_ID, DEFAULT_FINALIZED_DEPTH, DEFAULT_MAX_PARAMS, DEFAULT_MAX_RESULTS,
-    OPTION_NAMES,
+    ChainConfig, DevNodeConfig, FactoryConfig, FaultConfig, Finality, LimitConfig, TooManyStyle,
+    DEFAULT_BLOCKS, DEFAULT_CHAIN_ID, DEFAULT_FACTORY_CHILDREN, DEFAULT_FINALIZED_DEPTH,
+    DEFAULT_MAX_PARAMS, DEFAULT_MAX_RESULTS, OPTION_NAMES,
 };
 pub use gen::NOTE_TOPICS;
 pub use server::Down;
@@ -63,6 +64,7 @@ fn chain_params(cfg: &DevNodeConfig) -> ChainParams {
         reorg_every: cfg.chain.reorg_every,
         reorg_depth: cfg.chain.reorg_depth,
         anon_contract: cfg.chain.anon_contract,
+        factory: cfg.chain.factory,
     }
 }
 
@@ -285,7 +287,10 @@ impl GroundTruth {
         if number > state.head {
             return 0;
         }
-        self.chain.plan(number, state.gen(number)).logs.len()
+        self.chain
+            .plan(number, state.gen(number), &state)
+            .logs
+            .len()
     }
 
     /// The (address, topic0) of every log of canonical block `number`, in log-index order, without generating
@@ -296,12 +301,12 @@ impl GroundTruth {
             return Vec::new();
         }
         self.chain
-            .plan(number, state.gen(number))
+            .plan(number, state.gen(number), &state)
             .logs
             .iter()
             .map(|planned| {
                 let idx = usize::from(planned.emitter);
-                (EMITTERS[idx].address, contracts::parsed(idx).topic0)
+                (planned.address, contracts::parsed(idx).topic0)
             })
             .collect()
     }
@@ -315,6 +320,44 @@ impl GroundTruth {
             self.chain
                 .huge_block_near(from - from % chain::HUGE_PERIOD + chain::HUGE_PERIOD)
         }
+    }
+
+    /// Every child the factory created in canonical blocks `from..=to` (clamped to the head), in block and
+    /// log order; empty without [`ChainConfig::factory`]. Their logs are in [`Self::logs`] like any other.
+    pub fn factory_children(&self, from: u64, to: u64) -> Vec<TruthChild> {
+        let Some(factory) = self.chain.factory() else {
+            return Vec::new();
+        };
+        let state = self.chain.read();
+        let to = to.min(state.head);
+        if from > to {
+            return Vec::new();
+        }
+        let mut children = Vec::new();
+        let mut number = 0;
+        for k in factory.first_due_from(from.max(1))..factory.first_due_from(to + 1) {
+            // Pairs due at one height share its plan; a height with no pair created is skipped whole.
+            let due = factory.due_block(k);
+            if due == number || !factory.is_created(k, state.gen(due)) {
+                continue;
+            }
+            number = due;
+            let header = self.chain.header(&state, number);
+            let plan = self.chain.plan(number, header.gen, &state);
+            for (log_index, planned) in plan.logs.iter().enumerate() {
+                if planned.emitter == contracts::PAIR_CREATED {
+                    children.push(TruthChild {
+                        address: factory.address(planned.child),
+                        factory: planned.address,
+                        block_number: number,
+                        block_hash: header.hash,
+                        transaction_hash: Chain::tx_hash(&header.hash, planned.tx_index),
+                        log_index: log_index as u64,
+                    });
+                }
+            }
+        }
+        children
     }
 
     /// Every canonical log of blocks `from..=to` (clamped to the head), in `(block_number, log_index)` order.
@@ -363,6 +406,23 @@ impl TruthBlock {
     pub fn bloom_may_contain(&self, bytes: &[u8]) -> bool {
         self.logs_bloom.contains_input(BloomInput::Raw(bytes))
     }
+}
+
+/// A child the factory created in a canonical block: the `PairCreated` log that says so.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TruthChild {
+    /// The child (the pair).
+    pub address: Address,
+    /// The factory that created it ([`contracts::FACTORY`]).
+    pub factory: Address,
+    /// Block of the creating log.
+    pub block_number: u64,
+    /// Hash of that block.
+    pub block_hash: B256,
+    /// The creating transaction.
+    pub transaction_hash: B256,
+    /// Index of the creating log in its block.
+    pub log_index: u64,
 }
 
 /// A canonical log and the values it encodes.

@@ -426,12 +426,12 @@ impl Service {
             // A stale replica still serves the orphaned blocks of this height, flagged removed.
             while let Some((_, gen)) = orphan_iter.next_if(|(height, _)| *height == number) {
                 let header: Header = self.chain.header_of(number, *gen, state);
-                let plan = self.chain.plan(number, *gen);
+                let plan = self.chain.plan(number, *gen, state);
                 self.chain
                     .logs_of_block(&header, &plan, filter, |log| write(log, true));
             }
             let gen = state.gen(number);
-            let plan = self.chain.plan(number, gen);
+            let plan = self.chain.plan(number, gen, state);
             if !plan.logs.is_empty() {
                 let header = self.chain.header_of(number, gen, state);
                 self.chain
