@@ -286,7 +286,10 @@ impl std::fmt::Display for Report {
                 format!("{} (not in config)", contract.name)
             };
             if let Some(factory) = &contract.factory {
-                name = format!("{name} ({} children of {})", factory.children, factory.factory);
+                name = format!(
+                    "{name} ({} children of {})",
+                    factory.children, factory.factory
+                );
             }
             let checkpoint = contract
                 .checkpoint

@@ -85,11 +85,11 @@ pub(super) fn resolve(
         let names: Vec<&str> = contracts.iter().map(|c| c.name.as_str()).collect();
         reader.error(
             &contract_field,
-            format!("\"{}\" is not the name of a [[contracts]] entry", raw.contract),
             format!(
-                "name the factory's own entry, one of: {}",
-                names.join(", ")
+                "\"{}\" is not the name of a [[contracts]] entry",
+                raw.contract
             ),
+            format!("name the factory's own entry, one of: {}", names.join(", ")),
         );
         return None;
     };
@@ -115,29 +115,34 @@ pub(super) fn resolve(
         .iter()
         .filter(|e| e.event.name == raw.event || e.event.signature() == raw.event)
         .collect();
-    let event = match by_name.as_slice() {
-        [one] => one.event.clone(),
-        [] => {
-            let names: Vec<String> = parent.events.iter().map(|e| e.event.signature()).collect();
-            reader.error(
-                &event_field,
-                format!("\"{}\" is not an indexed event of {}", raw.event, parent.name),
-                format!(
+    let event =
+        match by_name.as_slice() {
+            [one] => one.event.clone(),
+            [] => {
+                let names: Vec<String> =
+                    parent.events.iter().map(|e| e.event.signature()).collect();
+                reader.error(
+                    &event_field,
+                    format!(
+                        "\"{}\" is not an indexed event of {}",
+                        raw.event, parent.name
+                    ),
+                    format!(
                     "use one of: {} (an event left out by its events = [...] must be added there)",
                     names.join(", ")
                 ),
-            );
-            return None;
-        }
-        _ => {
-            reader.error(
+                );
+                return None;
+            }
+            _ => {
+                reader.error(
                 &event_field,
                 format!("\"{}\" names several overloads of {}", raw.event, parent.name),
                 "give the full signature, e.g. \"PairCreated(address,address,address,uint256)\"",
             );
-            return None;
-        }
-    };
+                return None;
+            }
+        };
     let parameter_field = field(&raw.field, "parameter");
     let Some(parameter_index) = event.inputs.iter().position(|p| p.name == raw.parameter) else {
         let names: Vec<String> = event
@@ -148,7 +153,11 @@ pub(super) fn resolve(
             .collect();
         reader.error(
             &parameter_field,
-            format!("\"{}\" is not a parameter of {}", raw.parameter, event.signature()),
+            format!(
+                "\"{}\" is not a parameter of {}",
+                raw.parameter,
+                event.signature()
+            ),
             format!("use one of: {}", names.join(", ")),
         );
         return None;

@@ -66,7 +66,8 @@ impl Factory {
 
     /// The child a log announces, if it is this factory's announcing event and decodes.
     pub(super) fn child_of(&self, log: &Log) -> Option<Child> {
-        if log.topics.first() != Some(&self.selector) || !self.parent_addresses.contains(&log.address)
+        if log.topics.first() != Some(&self.selector)
+            || !self.parent_addresses.contains(&log.address)
         {
             return None;
         }
@@ -229,7 +230,11 @@ impl Job {
                 let mut addresses: Vec<Address> = missing.iter().map(|c| c.address).collect();
                 addresses.sort();
                 addresses.dedup();
-                (span, addresses, self.topic0_of(missing.iter().map(|c| c.contract)))
+                (
+                    span,
+                    addresses,
+                    self.topic0_of(missing.iter().map(|c| c.contract)),
+                )
             });
             (children.list.len() - before, wanted)
         };

@@ -90,7 +90,11 @@ impl Job {
                         f.parameter
                     )
                 });
-                events.push(format!("{}{source} -> {}", decoder.signature(), event.table));
+                events.push(format!(
+                    "{}{source} -> {}",
+                    decoder.signature(),
+                    event.table
+                ));
                 tables.push(TableSpec {
                     name: event.table.clone(),
                     columns: decoder.columns().to_vec(),
@@ -139,13 +143,15 @@ impl Job {
                     ))
                 })?;
             let addresses = config.contracts[parent].addresses.clone();
-            factories.push(Factory::new(factory, child, parent, addresses).map_err(|e| {
-                Error::Config(format!(
-                    "{}: contracts.{}.factory: {e}",
-                    config.source.display(),
-                    contract.name
-                ))
-            })?);
+            factories.push(
+                Factory::new(factory, child, parent, addresses).map_err(|e| {
+                    Error::Config(format!(
+                        "{}: contracts.{}.factory: {e}",
+                        config.source.display(),
+                        contract.name
+                    ))
+                })?,
+            );
         }
         Ok(Self {
             contracts: Arc::new(contracts),
@@ -172,7 +178,8 @@ impl Job {
         if !self.factories.is_empty() {
             let mut children = Children::default();
             for row in sink.factory_children().await? {
-                let Some(contract) = self.contracts.iter().position(|c| c.name == row.contract) else {
+                let Some(contract) = self.contracts.iter().position(|c| c.name == row.contract)
+                else {
                     continue;
                 };
                 children.register(Child {

@@ -139,7 +139,9 @@ impl<'a> super::Ctx<'a> {
             range: BlockRange::new(start, last).expect("headers start at the span"),
             logs: logs.kept,
         }];
-        self.job.discover(&self.node, self.config, &mut read_logs).await?;
+        self.job
+            .discover(&self.node, self.config, &mut read_logs)
+            .await?;
         let [Fetched { logs: kept, .. }] = read_logs;
         if let Some(log) = kept.iter().find(|log| {
             headers

@@ -15,8 +15,8 @@ use alloy_primitives::{Address, B256};
 
 use super::write::Param;
 use super::{
-    hex, quote_ident, BlockNumber, ChildRow, ContractStatus, Error, Sink, TableStatus, TrackedBlock,
-    META_CHAIN_ID,
+    hex, quote_ident, BlockNumber, ChildRow, ContractStatus, Error, Sink, TableStatus,
+    TrackedBlock, META_CHAIN_ID,
 };
 
 /// Why a value that cannot be right is in the database, and what to do about it.
@@ -151,7 +151,8 @@ pub(super) async fn factory_children(sink: &Sink) -> Result<Vec<ChildRow>, Error
         .fetch(
             "reading factory children",
             "SELECT contract, address, CAST(block_number AS TEXT), block_hash, CAST(log_index AS TEXT), \
-             factory_address FROM factory_children ORDER BY block_number, log_index, contract",
+             factory_address FROM factory_children \
+             ORDER BY factory_children.block_number, factory_children.log_index, contract",
             &[],
         )
         .await?;
@@ -160,7 +161,10 @@ pub(super) async fn factory_children(sink: &Sink) -> Result<Vec<ChildRow>, Error
             let mut record = Record::new("factory_children", cells);
             let contract = record.key_text("contract")?;
             let address = Address::from_slice(&record.hex_bytes("address", 20)?);
-            record.row = format!("contract = {contract:?}, address = {}", hex::encode(address));
+            record.row = format!(
+                "contract = {contract:?}, address = {}",
+                hex::encode(address)
+            );
             Ok(ChildRow {
                 contract,
                 address,
@@ -404,7 +408,9 @@ pub(super) async fn status(sink: &Sink) -> Result<Vec<ContractStatus>, Error> {
             )
             .await?;
         let children = match children.into_iter().next() {
-            Some(cells) => Record::new("factory_children", cells).number("count(*)", "a row count")?,
+            Some(cells) => {
+                Record::new("factory_children", cells).number("count(*)", "a row count")?
+            }
             None => 0,
         };
         out.push(ContractStatus {

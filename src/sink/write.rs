@@ -144,9 +144,25 @@ pub(super) fn check(tables: &[TableSpec], batch: &Batch) -> Result<(), Error> {
         )?;
     }
     for child in &batch.children {
-        let row = format!("contract = {:?}, address = {}", child.contract, hex::encode(child.address));
-        int("factory_children", &row, "block_number", child.block_number, i64::MAX)?;
-        int("factory_children", &row, "log_index", child.log_index, MAX_INDEX)?;
+        let row = format!(
+            "contract = {:?}, address = {}",
+            child.contract,
+            hex::encode(child.address)
+        );
+        int(
+            "factory_children",
+            &row,
+            "block_number",
+            child.block_number,
+            i64::MAX,
+        )?;
+        int(
+            "factory_children",
+            &row,
+            "log_index",
+            child.log_index,
+            MAX_INDEX,
+        )?;
     }
     for checkpoint in &batch.checkpoints {
         let row = format!("contract = {:?}", checkpoint.contract);
@@ -289,7 +305,10 @@ pub(super) async fn rollback(
     }
     statements.push(delete_above("forgetting orphaned blocks", "block_hashes"));
     // A child whose creating log is orphaned goes; its rows above the ancestor went with the logs above.
-    statements.push(delete_above("forgetting orphaned factory children", "factory_children"));
+    statements.push(delete_above(
+        "forgetting orphaned factory children",
+        "factory_children",
+    ));
     statements.push(Statement::new(
         "moving checkpoints back",
         "UPDATE checkpoints SET block_number = $1 WHERE block_number > $1",

@@ -11,9 +11,8 @@ events = ["event PairCreated(address indexed token0, address indexed token1, add
 "#;
 
 fn load(contracts: &str) -> Result<crate::config::Config, Vec<ConfigError>> {
-    let text = format!(
-        "[node]\nurl = \"sim://\"\n[database]\nurl = \"sqlite::memory:\"\n{contracts}"
-    );
+    let text =
+        format!("[node]\nurl = \"sim://\"\n[database]\nurl = \"sqlite::memory:\"\n{contracts}");
     load_str(Path::new("config.toml"), &text, &|_| None).map_err(|errors| errors.0)
 }
 
@@ -52,32 +51,50 @@ fn a_child_contract_resolves_to_the_factorys_event_and_parameter() {
 fn every_way_a_factory_can_be_wrong_names_its_field() {
     let cases = [
         (
-            child(r#"{ contract = "nope", event = "PairCreated", parameter = "pair" }"#, ""),
+            child(
+                r#"{ contract = "nope", event = "PairCreated", parameter = "pair" }"#,
+                "",
+            ),
             "contracts[1].factory.contract",
             "not the name",
         ),
         (
-            child(r#"{ contract = "uniswap_v2_factory", event = "Swap", parameter = "pair" }"#, ""),
+            child(
+                r#"{ contract = "uniswap_v2_factory", event = "Swap", parameter = "pair" }"#,
+                "",
+            ),
             "contracts[1].factory.event",
             "not an indexed event",
         ),
         (
-            child(r#"{ contract = "uniswap_v2_factory", event = "PairCreated", parameter = "pool" }"#, ""),
+            child(
+                r#"{ contract = "uniswap_v2_factory", event = "PairCreated", parameter = "pool" }"#,
+                "",
+            ),
             "contracts[1].factory.parameter",
             "not a parameter",
         ),
         (
-            child(r#"{ contract = "uniswap_v2_factory", event = "PairCreated", parameter = "index" }"#, ""),
+            child(
+                r#"{ contract = "uniswap_v2_factory", event = "PairCreated", parameter = "index" }"#,
+                "",
+            ),
             "contracts[1].factory.parameter",
             "not an address",
         ),
         (
-            child(r#"{ contract = "uniswap_v2_factory", event = "PairCreated", paramter = "pair" }"#, ""),
+            child(
+                r#"{ contract = "uniswap_v2_factory", event = "PairCreated", paramter = "pair" }"#,
+                "",
+            ),
             "contracts[1].factory.paramter",
             "unknown key",
         ),
         (
-            child(PAIR, "address = \"0x0000000000000000000000000000000000000001\"\n"),
+            child(
+                PAIR,
+                "address = \"0x0000000000000000000000000000000000000001\"\n",
+            ),
             "contracts[1].address",
             "together with factory",
         ),
@@ -87,7 +104,10 @@ fn every_way_a_factory_can_be_wrong_names_its_field() {
             "together with factory",
         ),
         (
-            child(r#"{ contract = "pair", event = "Sync", parameter = "reserve0" }"#, ""),
+            child(
+                r#"{ contract = "pair", event = "Sync", parameter = "reserve0" }"#,
+                "",
+            ),
             "contracts[1].factory.contract",
             "names the entry itself",
         ),
@@ -108,7 +128,10 @@ fn every_way_a_factory_can_be_wrong_names_its_field() {
         );
         // Only the child's entry is blamed (a typo also leaves the right key missing).
         assert!(errors.len() <= 2, "{errors:#?}");
-        assert!(errors.iter().all(|e| e.field.starts_with("contracts[1]")), "{errors:#?}");
+        assert!(
+            errors.iter().all(|e| e.field.starts_with("contracts[1]")),
+            "{errors:#?}"
+        );
     }
 }
 

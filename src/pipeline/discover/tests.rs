@@ -67,11 +67,20 @@ fn a_child_address_is_read_from_the_data_or_from_a_topic() {
         }
     );
     // Another emitter, another event, or data that does not decode announce nothing.
-    assert_eq!(pairs.child_of(&log(10, 3, address(0xfb), topics.clone(), data.clone())), None);
+    assert_eq!(
+        pairs.child_of(&log(10, 3, address(0xfb), topics.clone(), data.clone())),
+        None
+    );
     let mut other = topics.clone();
     other[0] = B256::repeat_byte(9);
-    assert_eq!(pairs.child_of(&log(10, 3, address(0xfa), other, data)), None);
-    assert_eq!(pairs.child_of(&log(10, 3, address(0xfa), topics, vec![1, 2])), None);
+    assert_eq!(
+        pairs.child_of(&log(10, 3, address(0xfa), other, data)),
+        None
+    );
+    assert_eq!(
+        pairs.child_of(&log(10, 3, address(0xfa), topics, vec![1, 2])),
+        None
+    );
 
     // Safe-style: ProxyCreation(address indexed proxy, address singleton)
     let proxies = factory(
@@ -80,7 +89,13 @@ fn a_child_address_is_read_from_the_data_or_from_a_topic() {
     );
     let topics = vec![proxies.selector, word(address(0x55))];
     let child = proxies
-        .child_of(&log(4, 0, address(0xfa), topics, word(address(0x66)).to_vec()))
+        .child_of(&log(
+            4,
+            0,
+            address(0xfa),
+            topics,
+            word(address(0x66)).to_vec(),
+        ))
         .expect("a child");
     assert_eq!(child.address, address(0x55));
 }
@@ -102,7 +117,10 @@ fn a_range_counts_the_children_its_selections_covered() {
     let range = |a, b| BlockRange::new(a, b).expect("a range");
     children.selected(0); // covers none
     assert!(children.register(child(1, 5)));
-    assert!(!children.register(child(1, 7)), "one address, one child per contract");
+    assert!(
+        !children.register(child(1, 7)),
+        "one address, one child per contract"
+    );
     children.selected(100); // covers one
     children.selected(200);
     assert!(children.register(child(2, 150)));
@@ -110,7 +128,11 @@ fn a_range_counts_the_children_its_selections_covered() {
     assert_eq!(children.covered(range(0, 99)), 0);
     // The range from 100 was cut in two; each piece counts its own selections and those before it.
     assert_eq!(children.covered(range(100, 149)), 1);
-    assert_eq!(children.covered(range(150, 199)), 2, "a piece asked for on its own");
+    assert_eq!(
+        children.covered(range(150, 199)),
+        2,
+        "a piece asked for on its own"
+    );
     children.selected(250);
     // A range that holds selections made at different times counts the fewest; a piece that was never
     // selected on its own counts the selection it came from.
