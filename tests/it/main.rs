@@ -2,6 +2,7 @@
 
 mod anon;
 mod devnode;
+mod devnode_factory;
 mod finality;
 mod follow;
 mod ops;
