@@ -330,15 +330,9 @@ impl Service {
         let limits = &self.cfg.limits;
         let request =
             params::filter_request(filter_value).map_err(|e| RpcError::invalid_argument(0, e))?;
-        // spec: at most 5,000 parameters in one request.
+        // spec: at most 5,000 parameters in one request, counting addresses and topic values together.
         if request.n_params > limits.max_params {
-            return Err(RpcError::new(
-                -32602,
-                format!(
-                    "query has {} addresses and topics, more than the limit of {}",
-                    request.n_params, limits.max_params
-                ),
-            ));
+            return Err(too_many_params(request.n_params, limits.max_params));
         }
         let finality = self.cfg.chain.finality;
         let resolve = |tag: BlockTag| match tag {
@@ -486,6 +480,16 @@ pub(crate) fn too_many_error(style: TooManyStyle, cap: usize, from: u64, end: u6
     }
 }
 
+/// The `-32602` for a filter with more addresses and topic values than `limit`. The wording is Erigon's for
+/// its filter-size limit ("query exceeds the maximum of 1000 addresses or topics per search position",
+/// erigontech/erigon#22014), naming the total the spec counts instead of one position, and the count asked.
+pub(crate) fn too_many_params(n_params: usize, limit: usize) -> RpcError {
+    RpcError::new(
+        -32602,
+        format!("query exceeds the maximum of {limit} addresses and topics ({n_params} given)"),
+    )
+}
+
 fn arity(params: &[Value], min: usize, max: usize) -> Result<(), RpcError> {
     if params.len() > max {
         return Err(RpcError::new(
@@ -531,6 +535,78 @@ pub(crate) fn write_error(out: &mut Vec<u8>, id: &Value, error: &RpcError) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn service(blocks: u64) -> Service {
+        let mut cfg = DevNodeConfig::default();
+        cfg.chain.blocks = blocks;
+        Service {
+            chain: Arc::new(Chain::new(super::super::chain_params(&cfg))),
+            cfg,
+            stats: Arc::default(),
+        }
+    }
+
+    fn answer(service: &Service, method: &str, params: Value) -> Value {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        serde_json::from_slice(&service.handle_body(body.to_string().as_bytes(), 0, 0))
+            .expect("JSON answer")
+    }
+
+    /// Goal: addresses and topic values count together against the 5,000-parameter limit, whatever mix.
+    #[test]
+    fn more_than_5000_addresses_and_topics_together_are_32602() {
+        let service = service(10);
+        let address = |i: usize| format!("{:#042x}", i + 1);
+        let topic = |i: usize| format!("{:#066x}", i + 1);
+        let check = |n_addresses: usize, n_topics: usize, refused: bool| {
+            let addresses: Vec<String> = (0..n_addresses).map(address).collect();
+            let topics: Vec<String> = (0..n_topics).map(topic).collect();
+            let filter = json!([{"address": addresses, "topics": [topics]}]);
+            let response = answer(&service, "eth_getLogs", filter);
+            if refused {
+                assert_eq!(
+                    response["error"]["code"], -32602,
+                    "{n_addresses}+{n_topics}"
+                );
+                let n_params = n_addresses + n_topics;
+                assert_eq!(
+                    response["error"]["message"],
+                    format!(
+                        "query exceeds the maximum of 5000 addresses and topics ({n_params} given)"
+                    )
+                );
+            } else {
+                assert!(response["result"].is_array(), "{n_addresses}+{n_topics}");
+            }
+        };
+        check(5_000, 0, false);
+        check(5_001, 0, true);
+        check(4_000, 1_000, false);
+        check(4_000, 1_001, true);
+        check(0, 5_001, true);
+    }
+
+    /// Goal: every method the node does not serve is `-32601` naming it, as geth words it.
+    #[test]
+    fn every_unknown_method_is_32601_naming_it() {
+        let service = service(10);
+        for method in [
+            "eth_mine",
+            "eth_call",
+            "eth_getBalance",
+            "debug_traceTransaction",
+            "",
+            "ETH_CHAINID",
+        ] {
+            let response = answer(&service, method, json!([]));
+            assert_eq!(response["error"]["code"], -32601, "{method:?}");
+            assert_eq!(
+                response["error"]["message"],
+                format!("the method {method} does not exist/is not available")
+            );
+            assert_eq!(response["id"], 1);
+        }
+    }
 
     #[test]
     fn each_wording_carries_the_suggested_range_in_its_own_format() {

@@ -3,6 +3,7 @@
 mod anon;
 mod devnode;
 mod devnode_factory;
+mod devnode_limits;
 mod finality;
 mod follow;
 mod ops;
