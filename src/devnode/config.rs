@@ -126,6 +126,20 @@ impl ChainConfig {
             ..Self::default()
         }
     }
+
+    /// A chain shape by name: `default` or `factory` ([`Self::factory_preset`]).
+    ///
+    /// # Errors
+    /// The accepted names, when `name` is none of them.
+    pub fn preset(name: &str) -> Result<Self, String> {
+        match name {
+            "default" => Ok(Self::default()),
+            "factory" => Ok(Self::factory_preset()),
+            other => Err(format!(
+                "{other:?} is not a chain preset (use default or factory)"
+            )),
+        }
+    }
 }
 
 /// What a node answers for the `finalized` and `safe` block tags: nodes without a finality gadget, or clients
@@ -323,6 +337,7 @@ pub const OPTION_NAMES: &[&str] = &[
     "addr",
     "key",
     "seed",
+    "preset",
     "chain_id",
     "blocks",
     "density",
@@ -443,6 +458,8 @@ impl DevNodeConfig {
                 Ok(())
             }
             "seed" => parse_num(value).map(|v| self.seed = v),
+            // The whole chain shape: options after it refine it (`sim://?preset=factory&blocks=20000`).
+            "preset" => ChainConfig::preset(value).map(|chain| self.chain = chain),
             "chain_id" => parse_num(value).map(|v| self.chain.chain_id = v),
             "blocks" => parse_num(value).map(|v| self.chain.blocks = v),
             "density" => parse_num::<f64>(value).and_then(|v| {
@@ -588,6 +605,17 @@ mod tests {
         let err =
             DevNodeConfig::from_sim_url("sim://?factory_children=many").expect_err("no number");
         assert!(err.contains("factory_children"), "{err}");
+        let preset = DevNodeConfig::from_sim_url("sim://?preset=factory&blocks=20000")
+            .expect("valid options");
+        assert_eq!(
+            preset.chain,
+            ChainConfig {
+                blocks: 20_000,
+                ..ChainConfig::factory_preset()
+            }
+        );
+        let err = DevNodeConfig::from_sim_url("sim://?preset=huge").expect_err("no preset");
+        assert!(err.contains("default or factory"), "{err}");
     }
 
     #[test]

@@ -330,15 +330,9 @@ impl Service {
         let limits = &self.cfg.limits;
         let request =
             params::filter_request(filter_value).map_err(|e| RpcError::invalid_argument(0, e))?;
-        // spec: at most 5,000 parameters in one request.
+        // spec: at most 5,000 parameters in one request, counting addresses and topic values together.
         if request.n_params > limits.max_params {
-            return Err(RpcError::new(
-                -32602,
-                format!(
-                    "query has {} addresses and topics, more than the limit of {}",
-                    request.n_params, limits.max_params
-                ),
-            ));
+            return Err(too_many_params(request.n_params, limits.max_params));
         }
         let finality = self.cfg.chain.finality;
         let resolve = |tag: BlockTag| match tag {
@@ -484,6 +478,16 @@ pub(crate) fn too_many_error(style: TooManyStyle, cap: usize, from: u64, end: u6
             format!("query exceeds max results {cap}, retry with the range {from}-{end}"),
         ),
     }
+}
+
+/// The `-32602` for a filter with more addresses and topic values than `limit`. The wording is Erigon's for
+/// its filter-size limit ("query exceeds the maximum of 1000 addresses or topics per search position",
+/// erigontech/erigon#22014), naming the total the spec counts instead of one position, and the count asked.
+pub(crate) fn too_many_params(n_params: usize, limit: usize) -> RpcError {
+    RpcError::new(
+        -32602,
+        format!("query exceeds the maximum of {limit} addresses and topics ({n_params} given)"),
+    )
 }
 
 fn arity(params: &[Value], min: usize, max: usize) -> Result<(), RpcError> {

@@ -15,14 +15,14 @@ use serde_json::{json, Value};
 use tokio_tungstenite::tungstenite;
 
 /// Failure guard for awaits that should finish at once; never a synchronisation device.
-const GUARD: Duration = Duration::from_secs(30);
+pub(crate) const GUARD: Duration = Duration::from_secs(30);
 
-fn client() -> reqwest::Client {
+pub(crate) fn client() -> reqwest::Client {
     let _ = rustls::crypto::ring::default_provider().install_default();
     reqwest::Client::new()
 }
 
-async fn start(configure: impl FnOnce(&mut DevNodeConfig)) -> DevNode {
+pub(crate) async fn start(configure: impl FnOnce(&mut DevNodeConfig)) -> DevNode {
     let mut cfg = DevNodeConfig::default();
     configure(&mut cfg);
     DevNode::start(cfg)
@@ -31,7 +31,7 @@ async fn start(configure: impl FnOnce(&mut DevNodeConfig)) -> DevNode {
 }
 
 /// POSTs `body` and returns status, headers and the parsed JSON body.
-async fn post(url: &str, body: &Value) -> (u16, reqwest::header::HeaderMap, Value) {
+pub(crate) async fn post(url: &str, body: &Value) -> (u16, reqwest::header::HeaderMap, Value) {
     let response = tokio::time::timeout(GUARD, client().post(url).json(body).send())
         .await
         .expect("guard")
@@ -44,16 +44,16 @@ async fn post(url: &str, body: &Value) -> (u16, reqwest::header::HeaderMap, Valu
     (status, headers, value)
 }
 
-fn request(method: &str, params: Value) -> Value {
+pub(crate) fn request(method: &str, params: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
 }
 
 /// Calls `method` and returns the whole response object.
-async fn call(node: &DevNode, method: &str, params: Value) -> Value {
+pub(crate) async fn call(node: &DevNode, method: &str, params: Value) -> Value {
     post(&node.http_url(), &request(method, params)).await.2
 }
 
-async fn result(node: &DevNode, method: &str, params: Value) -> Value {
+pub(crate) async fn result(node: &DevNode, method: &str, params: Value) -> Value {
     let response = call(node, method, params).await;
     assert!(
         response.get("error").is_none(),
@@ -62,7 +62,7 @@ async fn result(node: &DevNode, method: &str, params: Value) -> Value {
     response["result"].clone()
 }
 
-fn error_of(response: &Value) -> (i64, String) {
+pub(crate) fn error_of(response: &Value) -> (i64, String) {
     let error = &response["error"];
     (
         error["code"]
@@ -72,11 +72,11 @@ fn error_of(response: &Value) -> (i64, String) {
     )
 }
 
-fn hex(n: u64) -> String {
+pub(crate) fn hex(n: u64) -> String {
     format!("{n:#x}")
 }
 
-fn parse_quantity(value: &Value) -> u64 {
+pub(crate) fn parse_quantity(value: &Value) -> u64 {
     let text = value
         .as_str()
         .unwrap_or_else(|| panic!("not a string: {value}"));
@@ -104,12 +104,12 @@ fn assert_hash(value: &Value, n_bytes: usize) {
     );
 }
 
-fn to_hex(bytes: &[u8]) -> String {
+pub(crate) fn to_hex(bytes: &[u8]) -> String {
     format!("0x{}", alloy_primitives::hex::encode(bytes))
 }
 
 /// Compares one served log object with its ground truth, field by field, from the spec's table.
-fn assert_log_is(served: &Value, truth: &TruthLog, removed: bool) {
+pub(crate) fn assert_log_is(served: &Value, truth: &TruthLog, removed: bool) {
     assert_eq!(
         served["address"],
         to_hex(truth.address.as_slice()),
@@ -132,7 +132,7 @@ fn assert_log_is(served: &Value, truth: &TruthLog, removed: bool) {
     assert_eq!(served["removed"], json!(removed));
 }
 
-fn assert_logs_are(served: &Value, truth: &[TruthLog]) {
+pub(crate) fn assert_logs_are(served: &Value, truth: &[TruthLog]) {
     let served = served
         .as_array()
         .unwrap_or_else(|| panic!("not an array: {served}"));
@@ -149,7 +149,7 @@ fn dense_block(truth: &GroundTruth, from: u64) -> u64 {
         .expect("the default chain has dense segments")
 }
 
-fn logs_filter(from: u64, to: u64) -> Value {
+pub(crate) fn logs_filter(from: u64, to: u64) -> Value {
     json!([{"fromBlock": hex(from), "toBlock": hex(to)}])
 }
 
@@ -477,7 +477,11 @@ async fn websocket_answers_like_http_including_batches() {
 
 /// Geth's filter semantics, written independently of the devnode: any listed address; per topic position,
 /// null (wildcard) or any of the listed topics; more positions than the log has topics never match.
-fn reference_matches(log: &TruthLog, addresses: &[Address], topics: &[Option<Vec<B256>>]) -> bool {
+pub(crate) fn reference_matches(
+    log: &TruthLog,
+    addresses: &[Address],
+    topics: &[Option<Vec<B256>>],
+) -> bool {
     (addresses.is_empty() || addresses.contains(&log.address))
         && topics.len() <= log.topics.len()
         && topics

@@ -2,6 +2,8 @@
 
 mod anon;
 mod devnode;
+mod devnode_factory;
+mod devnode_limits;
 mod factory;
 mod finality;
 mod follow;
