@@ -338,10 +338,21 @@ pub fn truth_chunks(
         }
         next = end + 1;
         let range = BlockRange::new(start, end).expect("start <= end");
+        // Stamped as the node's `blockTimestamp` would (the store phase measures the database, not headers).
+        let timestamp_of = |block| truth.block(block).map(|b| b.timestamp);
+        let mut stamped: Option<(u64, Option<u64>)> = None;
         let logs = truth
             .logs(start, end)
             .into_iter()
             .map(|l| Log {
+                block_timestamp: match stamped {
+                    Some((block, timestamp)) if block == l.block_number => timestamp,
+                    _ => {
+                        let timestamp = timestamp_of(l.block_number);
+                        stamped = Some((l.block_number, timestamp));
+                        timestamp
+                    }
+                },
                 block_number: l.block_number,
                 block_hash: l.block_hash,
                 transaction_hash: l.transaction_hash,

@@ -86,6 +86,9 @@ pub struct DevnodeArgs {
     /// logs: the default chain is the one without it.
     #[arg(long)]
     pub anon_contract: bool,
+    /// Put `blockTimestamp` in log objects, as geth and most providers do (the spec's log object lacks it).
+    #[arg(long)]
+    pub log_timestamps: bool,
     /// Wording of the too-many-results error: plain, infura, alchemy, reth, reth-32000.
     #[arg(long, default_value = "plain", value_parser = super::TooManyStyle::parse)]
     pub too_many_style: super::TooManyStyle,
@@ -166,6 +169,7 @@ impl DevnodeArgs {
         cfg.chain.reorg_every = self.reorg_every.filter(|every| *every > 0);
         cfg.chain.reorg_depth = self.reorg_depth;
         cfg.chain.anon_contract = self.anon_contract;
+        cfg.chain.log_timestamps = self.log_timestamps;
         cfg.limits.too_many_style = self.too_many_style;
         cfg.limits.max_results = self.max_results;
         cfg.limits.query_budget = self.query_budget;
@@ -249,6 +253,7 @@ mod tests {
             "--max-rps",
             "5",
             "--anon-contract",
+            "--log-timestamps",
             "--finality",
             "error",
         ])
@@ -261,6 +266,7 @@ mod tests {
         assert_eq!(cfg.faults.latency, Duration::from_millis(10));
         assert_eq!(cfg.faults.max_rps, Some(5));
         assert!(cfg.chain.anon_contract);
+        assert!(cfg.chain.log_timestamps);
         assert_eq!(cfg.chain.finality, super::super::Finality::Error);
         assert_eq!(
             cfg.limits.too_many_style,
@@ -274,7 +280,7 @@ mod tests {
     fn without_flags_the_node_is_the_default_chain_with_finality() {
         let parsed = Wrapper::try_parse_from(["devnode"]).expect("no flags");
         let cfg = parsed.args.to_config().expect("valid config");
-        assert!(!cfg.chain.anon_contract);
+        assert!(!cfg.chain.anon_contract && !cfg.chain.log_timestamps);
         assert_eq!(cfg.chain.finality, super::super::Finality::Block);
     }
 }

@@ -62,6 +62,9 @@ pub struct ChainConfig {
     pub anon_contract: bool,
     /// What the node answers for the `finalized` and `safe` tags (default: a block, as the spec's service).
     pub finality: Finality,
+    /// Put `blockTimestamp` in log objects, as geth and most providers do. Off by default: the spec's log
+    /// object has no such field, and the default chain's answers stay byte for byte the same.
+    pub log_timestamps: bool,
 }
 
 impl Default for ChainConfig {
@@ -78,6 +81,7 @@ impl Default for ChainConfig {
             reorg_depth: DEFAULT_REORG_DEPTH,
             anon_contract: false,
             finality: Finality::Block,
+            log_timestamps: false,
         }
     }
 }
@@ -288,6 +292,7 @@ pub const OPTION_NAMES: &[&str] = &[
     "reorg_depth",
     "anon_contract",
     "finality",
+    "log_timestamps",
     "max_results",
     "max_params",
     "query_budget",
@@ -420,6 +425,7 @@ impl DevNodeConfig {
             "reorg_depth" => parse_num(value).map(|v| self.chain.reorg_depth = v),
             "anon_contract" => parse_switch(value).map(|v| self.chain.anon_contract = v),
             "finality" => Finality::parse(value).map(|v| self.chain.finality = v),
+            "log_timestamps" => parse_switch(value).map(|v| self.chain.log_timestamps = v),
             "max_results" => parse_num(value).map(|v| self.limits.max_results = v),
             "max_params" => parse_num(value).map(|v| self.limits.max_params = v),
             "query_budget" => parse_duration(value).map(|v| self.limits.query_budget = v),

@@ -9,7 +9,9 @@ use crate::config::Config;
 use crate::fetch::{self, Fetched};
 use crate::primitives::BlockRange;
 
-use super::{joined, open_job, Error, Job, Node, SyncReport, Target};
+use crate::sink::Timestamps;
+
+use super::{enrich, joined, open_job, Error, Job, Node, SyncReport, Target};
 
 /// The fetch-only ceiling for `bench`: the same requests as [`sync`] from every contract's start block,
 /// answers parsed and dropped, nothing stored.
@@ -126,7 +128,10 @@ pub async fn naive_sync(config: &Config, target: Target, span: u64) -> Result<Sy
             .get_logs(crate::rpc::Blocks::Range(range), &selection)
             .await
         {
-            Ok(logs) => {
+            Ok(mut logs) => {
+                if job.timestamps == Timestamps::Stored {
+                    enrich::stamp(&node, &mut logs).await?;
+                }
                 let batch = job.build_batch(vec![Fetched { range, logs }], &mut report)?;
                 sink.commit(&batch).await.map_err(db_error)?;
                 report.committed(&batch);
@@ -136,7 +141,7 @@ pub async fn naive_sync(config: &Config, target: Target, span: u64) -> Result<Sy
                     todo.push(rest);
                     todo.push(first);
                 } else {
-                    let logs = fetch::fetch_block_by_filters(
+                    let mut logs = fetch::fetch_block_by_filters(
                         &node.client,
                         &node.gate,
                         range.start(),
@@ -145,6 +150,9 @@ pub async fn naive_sync(config: &Config, target: Target, span: u64) -> Result<Sy
                     )
                     .await
                     .map_err(node.error())?;
+                    if job.timestamps == Timestamps::Stored {
+                        enrich::stamp(&node, &mut logs).await?;
+                    }
                     let batch = job.build_batch(vec![Fetched { range, logs }], &mut report)?;
                     sink.commit(&batch).await.map_err(db_error)?;
                     report.committed(&batch);

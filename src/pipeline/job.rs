@@ -44,6 +44,8 @@ pub struct Job {
     specs: Vec<ContractSpec>,
     pub(super) by_address: HashMap<Address, Vec<usize>>,
     pub(super) strict: bool,
+    /// `[sync] block_timestamps`: whether logs are stamped before they are committed.
+    pub(super) timestamps: sink::Timestamps,
 }
 
 impl Job {
@@ -113,11 +115,17 @@ impl Job {
             specs,
             by_address,
             strict: config.sync.strict,
+            timestamps: if config.sync.block_timestamps {
+                sink::Timestamps::Stored
+            } else {
+                sink::Timestamps::Omitted
+            },
         })
     }
 
     /// Creates the tables and moves every contract's next block past its checkpoint.
     pub(super) async fn prepare(&mut self, sink: &mut Sink) -> Result<(), sink::Error> {
+        sink.settle_timestamps(self.timestamps).await?;
         sink.prepare(&self.tables, &self.specs).await?;
         self.reload(sink).await
     }

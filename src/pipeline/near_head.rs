@@ -11,7 +11,7 @@ use crate::follow;
 use crate::observe;
 use crate::primitives::{BlockNumber, BlockRange};
 use crate::rpc::BlockTag;
-use crate::sink::TrackedBlock;
+use crate::sink::{Timestamps, TrackedBlock};
 
 use super::head::{self, HeadRead};
 use super::{joined, Error, Step, SyncReport};
@@ -128,10 +128,15 @@ impl<'a> super::Ctx<'a> {
                 ))
             }
         }
-        let logs = match read.logs {
+        let mut logs = match read.logs {
             Ok(logs) => logs,
             Err(why) => return Ok(Step::Retry(why)),
         };
+        if self.job.timestamps == Timestamps::Stored {
+            // The headers were read to check the logs: their timestamps cost no request (and after a reorg
+            // they are the replacement blocks', as the logs are).
+            super::enrich::stamp_from(&mut logs.kept, &headers)?;
+        }
         // Committed in batches of about `max_batch_logs`, a block never split: each batch keeps its blocks'
         // hashes, so a reorg after any of them is seen by the next step.
         let mut removed = Some(logs.removed);

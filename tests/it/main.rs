@@ -12,3 +12,4 @@ mod shutdown;
 mod sink_records;
 mod support;
 mod sync;
+mod timestamps;
