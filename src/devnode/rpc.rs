@@ -428,19 +428,17 @@ impl Service {
             while let Some((_, gen)) = orphan_iter.next_if(|(height, _)| *height == number) {
                 let header: Header = self.chain.header_of(number, *gen, state);
                 let plan = self.chain.plan(number, *gen);
-                self.chain
-                    .logs_of_block(&header, &plan, filter, |log| {
-                        write(log, true, header.timestamp)
-                    });
+                self.chain.logs_of_block(&header, &plan, filter, |log| {
+                    write(log, true, header.timestamp)
+                });
             }
             let gen = state.gen(number);
             let plan = self.chain.plan(number, gen);
             if !plan.logs.is_empty() {
                 let header = self.chain.header_of(number, gen, state);
-                self.chain
-                    .logs_of_block(&header, &plan, filter, |log| {
-                        write(log, false, header.timestamp)
-                    });
+                self.chain.logs_of_block(&header, &plan, filter, |log| {
+                    write(log, false, header.timestamp)
+                });
             }
             n_logs += n_in_block;
             if n_logs > limits.max_results as u64 {

@@ -45,9 +45,10 @@ impl<'a> super::Ctx<'a> {
             Timestamps::Omitted => (rx, None),
             Timestamps::Stored => {
                 let (stamped_tx, stamped_rx) = mpsc::channel::<Fetched>(1);
-                let node = self.node.clone();
-                let stamping =
-                    tokio::spawn(async move { enrich::stamp_stage(&node, rx, stamped_tx).await });
+                let (node, stored) = (self.node.clone(), self.job.stored());
+                let stamping = tokio::spawn(async move {
+                    enrich::stamp_stage(&node, stored, rx, stamped_tx).await
+                });
                 (stamped_rx, Some(AbortOnDropHandle::new(stamping)))
             }
         };

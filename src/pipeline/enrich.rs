@@ -20,6 +20,9 @@ use crate::rpc::Header;
 
 use super::{Error, Node};
 
+/// Which logs the database keeps ([`super::Job::stored`]).
+pub(super) type Stored = std::sync::Arc<dyn Fn(&Log) -> bool + Send + Sync>;
+
 /// Ranges whose headers are read at once in the backfill: enough to keep the gate busy while the decoder
 /// and the writer work, few enough that the logs held stay within the fetch window's budget.
 pub(super) const RANGES_STAMPED_AT_ONCE: usize = 4;
@@ -32,13 +35,25 @@ pub(super) const RANGES_STAMPED_AT_ONCE: usize = 4;
 /// block of the logs, or its header there has another hash (the block was replaced since the logs were
 /// read: reading again later gives consistent answers); [`Error::Interrupted`].
 pub(crate) async fn stamp(node: &Node, logs: &mut [Log]) -> Result<(), Error> {
-    let numbers = missing_blocks(logs);
+    stamp_stored(node, logs, &|_: &Log| true).await
+}
+
+/// [`stamp`] for the logs that `stored` says the database keeps: the others (a log the node matched by
+/// address and topic0 that no configured event takes, a `removed` one) are dropped by the decoder, and a
+/// block with only such logs needs no header.
+async fn stamp_stored(
+    node: &Node,
+    logs: &mut [Log],
+    stored: &(dyn Fn(&Log) -> bool + Sync),
+) -> Result<(), Error> {
+    let numbers = missing_blocks(logs, stored);
     if numbers.is_empty() {
         return Ok(());
     }
     let headers = node.headers(&numbers).await?;
     let found: Vec<(BlockNumber, Option<Header>)> = numbers.into_iter().zip(headers).collect();
-    stamp_from(logs, found.iter().filter_map(|(_, h)| h.as_ref()))?;
+    let stored_logs = logs.iter_mut().filter(|log| stored(log));
+    stamp_from(stored_logs, found.iter().filter_map(|(_, h)| h.as_ref()))?;
     match found.iter().find(|(_, header)| header.is_none()) {
         Some((missing, _)) => Err(Error::NotYet(format!(
             "node {}: it does not know block {missing}, whose logs it returned (a lagging backend); run again later",
@@ -48,11 +63,11 @@ pub(crate) async fn stamp(node: &Node, logs: &mut [Log]) -> Result<(), Error> {
     }
 }
 
-/// The blocks, in order and once each, of the logs without a timestamp. Pure.
-pub(super) fn missing_blocks(logs: &[Log]) -> Vec<BlockNumber> {
+/// The blocks, in order and once each, of the `stored` logs without a timestamp. Pure.
+pub(super) fn missing_blocks(logs: &[Log], stored: impl Fn(&Log) -> bool) -> Vec<BlockNumber> {
     let mut numbers: Vec<BlockNumber> = logs
         .iter()
-        .filter(|log| log.block_timestamp.is_none())
+        .filter(|log| log.block_timestamp.is_none() && stored(log))
         .map(|log| log.block_number)
         .collect();
     numbers.sort_unstable();
@@ -64,15 +79,15 @@ pub(super) fn missing_blocks(logs: &[Log]) -> Vec<BlockNumber> {
 ///
 /// # Errors
 /// [`Error::NotYet`] when a header of a log's block has another hash than the log.
-pub(super) fn stamp_from<'h>(
-    logs: &mut [Log],
+pub(super) fn stamp_from<'l, 'h>(
+    logs: impl IntoIterator<Item = &'l mut Log>,
     headers: impl IntoIterator<Item = &'h Header>,
 ) -> Result<(), Error> {
     let by_number: HashMap<BlockNumber, (B256, u64)> = headers
         .into_iter()
         .map(|h| (h.number, (h.hash, h.timestamp)))
         .collect();
-    for log in logs.iter_mut().filter(|l| l.block_timestamp.is_none()) {
+    for log in logs.into_iter().filter(|l| l.block_timestamp.is_none()) {
         match by_number.get(&log.block_number) {
             Some(&(hash, timestamp)) if hash == log.block_hash => {
                 log.block_timestamp = Some(timestamp)
@@ -97,14 +112,18 @@ pub(super) fn stamp_from<'h>(
 /// As [`stamp`].
 pub(super) async fn stamp_stage(
     node: &Node,
+    stored: Stored,
     fetched: mpsc::Receiver<Fetched>,
     stamped: mpsc::Sender<Fetched>,
 ) -> Result<(), Error> {
+    let stored = &*stored;
     let ranges = futures::stream::unfold(fetched, |mut rx| async move {
         rx.recv().await.map(|range| (range, rx))
     })
     .map(|mut range: Fetched| async move {
-        stamp(node, &mut range.logs).await.map(|()| range)
+        stamp_stored(node, &mut range.logs, stored)
+            .await
+            .map(|()| range)
     })
     .buffered(RANGES_STAMPED_AT_ONCE);
     let mut ranges = std::pin::pin!(ranges);
@@ -156,8 +175,9 @@ mod tests {
             log(3, 0, None),
             log(9, 0, Some(9)),
         ];
-        assert_eq!(missing_blocks(&logs), [3, 5]);
-        assert!(missing_blocks(&[log(1, 0, Some(1))]).is_empty());
+        assert_eq!(missing_blocks(&logs, |_| true), [3, 5]);
+        assert_eq!(missing_blocks(&logs, |l| l.block_number != 3), [5]);
+        assert!(missing_blocks(&[log(1, 0, Some(1))], |_| true).is_empty());
     }
 
     #[test]

@@ -210,6 +210,29 @@ impl Job {
         move |plan| Planner::new(planner_config, plan, contracts.iter().map(|c| c.next))
     }
 
+    /// Whether a log is one the database keeps, as [`Job::build_batch`] decides it: not `removed`, of a
+    /// contract that has joined by its block, matched by one of its configured events. For the stamping
+    /// stage, which reads headers only for the blocks of such logs.
+    pub(super) fn stored(&self) -> super::enrich::Stored {
+        let (contracts, by_address) = (self.contracts.clone(), self.by_address.clone());
+        let decoders = self.decoders.clone();
+        Arc::new(move |log| {
+            !log.removed
+                && by_address
+                    .get(&log.address)
+                    .into_iter()
+                    .flatten()
+                    .any(|&contract_idx| {
+                        let contract = &contracts[contract_idx];
+                        contract.next <= log.block_number
+                            && contract
+                                .tables
+                                .iter()
+                                .any(|&t| decoders[t].matches(&log.topics))
+                    })
+        })
+    }
+
     pub(super) fn selector(&self) -> Arc<dyn Fn(BlockRange) -> Selection + Send + Sync> {
         let contracts = self.contracts.clone();
         Arc::new(move |range: BlockRange| selection(&contracts, range))

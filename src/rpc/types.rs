@@ -219,7 +219,10 @@ mod tests {
             )
         };
         let parse = |json: String| serde_json::from_str::<Log>(&json).map(|l| l.block_timestamp);
-        assert_eq!(parse(with(r#","blockTimestamp":"0x6553f100""#)).unwrap(), Some(1_700_000_000));
+        assert_eq!(
+            parse(with(r#","blockTimestamp":"0x6553f100""#)).unwrap(),
+            Some(1_700_000_000)
+        );
         assert_eq!(parse(with("")).unwrap(), None);
         assert_eq!(parse(with(r#","blockTimestamp":null"#)).unwrap(), None);
         assert!(parse(with(r#","blockTimestamp":"12""#)).is_err());

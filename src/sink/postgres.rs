@@ -356,7 +356,11 @@ fn inserts(
         let mut arrays = vec![
             Array::BigInt(logs.iter().map(|l| to_i64(l.block_number)).collect()),
             Array::Text(logs.iter().map(|l| hex::encode(l.block_hash)).collect()),
-            Array::Text(logs.iter().map(|l| hex::encode(l.transaction_hash)).collect()),
+            Array::Text(
+                logs.iter()
+                    .map(|l| hex::encode(l.transaction_hash))
+                    .collect(),
+            ),
             Array::BigInt(logs.iter().map(|l| to_i64(l.transaction_index)).collect()),
             Array::BigInt(logs.iter().map(|l| to_i64(l.log_index)).collect()),
             Array::Text(logs.iter().map(|l| hex::encode(l.address)).collect()),

@@ -10,9 +10,7 @@ use crate::decode::ColumnKind;
 
 use super::read::{self, ContractRecord};
 use super::write::{int, Param, Statement};
-use super::{
-    hex, quote_ident, ContractSpec, Error, Sink, TableSpec, Timestamps, META_CHAIN_ID,
-};
+use super::{hex, quote_ident, ContractSpec, Error, Sink, TableSpec, Timestamps, META_CHAIN_ID};
 
 /// What differs between the backends in preparing a database.
 pub(super) struct Dialect {

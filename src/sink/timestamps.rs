@@ -157,7 +157,12 @@ pub(super) async fn settle(sink: &mut Sink, wanted: Timestamps) -> Result<(), Er
 mod tests {
     use super::*;
 
-    fn check(recorded: Option<&str>, has_column: bool, has_rows: bool, wanted: Timestamps) -> String {
+    fn check(
+        recorded: Option<&str>,
+        has_column: bool,
+        has_rows: bool,
+        wanted: Timestamps,
+    ) -> String {
         let found = Found {
             recorded: recorded.map(str::to_owned),
             has_column,
@@ -189,7 +194,10 @@ mod tests {
     #[test]
     fn a_switch_with_rows_is_refused_naming_the_fixes() {
         let on_to_off = check(Some("on"), true, true, Omitted);
-        assert!(on_to_off.contains("block_timestamps = true and the config now says false"), "{on_to_off}");
+        assert!(
+            on_to_off.contains("block_timestamps = true and the config now says false"),
+            "{on_to_off}"
+        );
         assert!(on_to_off.contains("--reindex"), "{on_to_off}");
         let off_to_on = check(Some("off"), false, true, Stored);
         assert!(off_to_on.contains("set it back to false"), "{off_to_on}");

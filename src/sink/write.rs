@@ -172,7 +172,13 @@ pub(super) fn check_timestamps(timestamps: Timestamps, batch: &Batch) -> Result<
                 log.log_index, log.block_number
             )));
         };
-        int("logs", LogRow(log.key()), "block_timestamp", timestamp, i64::MAX)?;
+        int(
+            "logs",
+            LogRow(log.key()),
+            "block_timestamp",
+            timestamp,
+            i64::MAX,
+        )?;
     }
     Ok(())
 }

@@ -54,16 +54,28 @@ async fn has_timestamps(work: &Workdir, table: &str) -> bool {
 /// row equals the ground truth, timestamps included.
 async fn timestamps_come_from_the_headers_of_blocks_with_logs_only(backend: Backend) {
     let node = support::start(node_config(BLOCKS)).await;
-    let (off, off_calls) = synced(&node, backend, "block_timestamps = false", Target::Number(TARGET)).await;
-    assert!(!has_timestamps(&off, "logs").await, "false drops the column");
+    let (off, off_calls) = synced(
+        &node,
+        backend,
+        "block_timestamps = false",
+        Target::Number(TARGET),
+    )
+    .await;
+    assert!(
+        !has_timestamps(&off, "logs").await,
+        "false drops the column"
+    );
     assert!(!has_timestamps(&off, "token_a_transfer").await);
-    assert!(off_calls <= 1, "only the finalized tag is read: {off_calls} header calls");
+    assert!(
+        off_calls <= 1,
+        "only the finalized tag is read: {off_calls} header calls"
+    );
     assert_db_matches_truth(&off, &node.truth(), &all_contracts(), TARGET).await;
 
     let (on, on_calls) = synced(&node, backend, "", Target::Number(TARGET)).await;
     assert!(has_timestamps(&on, "logs").await && has_timestamps(&on, "pair_swap").await);
     let n_blocks = blocks_with_logs(&node, &all_contracts(), TARGET);
-    assert!(n_blocks > 500, "{n_blocks}");
+    assert!(n_blocks > 300 && n_blocks < TARGET, "{n_blocks}");
     assert_eq!(
         on_calls - off_calls,
         n_blocks,
@@ -79,7 +91,13 @@ async fn timestamps_in_the_logs_cost_no_header_request(backend: Backend) {
     let mut config = node_config(BLOCKS);
     config.chain.log_timestamps = true;
     let node = support::start(config).await;
-    let (_, off_calls) = synced(&node, backend, "block_timestamps = false", Target::Number(TARGET)).await;
+    let (_, off_calls) = synced(
+        &node,
+        backend,
+        "block_timestamps = false",
+        Target::Number(TARGET),
+    )
+    .await;
     let (on, on_calls) = synced(&node, backend, "", Target::Number(TARGET)).await;
     assert_eq!(on_calls, off_calls, "no header read for timestamps");
     assert_db_matches_truth(&on, &node.truth(), &all_contracts(), TARGET).await;
@@ -108,7 +126,10 @@ async fn header_batches_under_429_still_end_exact(backend: Backend) {
         .expect("sync succeeds");
     let stats = node.stats();
     assert!(stats.rate_limited > 0, "the fault fired: {stats:?}");
-    assert!(stats.largest_batch > 1, "headers went in batches: {stats:?}");
+    assert!(
+        stats.largest_batch > 1,
+        "headers went in batches: {stats:?}"
+    );
     assert_db_matches_truth(&work, &node.truth(), &all_contracts(), target).await;
 }
 both_backends!(header_batches_under_429_still_end_exact);
@@ -176,11 +197,19 @@ async fn switching_timestamps_on_a_database_with_rows_is_refused(backend: Backen
         "{message}"
     );
     assert!(message.contains("set it back to true"), "{message}");
-    assert_eq!(support::checkpoint(&work, "token_b").await, Some(400), "nothing moved");
+    assert_eq!(
+        support::checkpoint(&work, "token_b").await,
+        Some(400),
+        "nothing moved"
+    );
 
     // An earlier version's database: its rows, its typed table without the column, no record of the choice.
     support::execute(&work, "DELETE FROM meta WHERE key = 'block_timestamps'").await;
-    support::execute(&work, "ALTER TABLE token_b_transfer DROP COLUMN block_timestamp").await;
+    support::execute(
+        &work,
+        "ALTER TABLE token_b_transfer DROP COLUMN block_timestamp",
+    )
+    .await;
     support::execute(&work, "UPDATE logs SET block_timestamp = NULL").await;
     configure("");
     let refused = support::sync(&path, Target::Number(500)).await.unwrap_err();
@@ -191,7 +220,11 @@ async fn switching_timestamps_on_a_database_with_rows_is_refused(backend: Backen
             && message.contains("--reindex"),
         "{message}"
     );
-    assert_eq!(support::checkpoint(&work, "token_b").await, Some(400), "nothing moved");
+    assert_eq!(
+        support::checkpoint(&work, "token_b").await,
+        Some(400),
+        "nothing moved"
+    );
 
     // It keeps working without them: the column goes, nothing is mixed.
     configure("block_timestamps = false");
@@ -222,6 +255,7 @@ async fn the_default_chains_logs_are_unchanged_and_log_timestamps_adds_the_heade
             config.chain.blocks = 3_000;
             config.chain.log_timestamps = log_timestamps;
             let node = support::start(config).await;
+            let _ = rustls::crypto::ring::default_provider().install_default();
             let text = reqwest::Client::new()
                 .post(node.http_url())
                 .header("content-type", "application/json")
