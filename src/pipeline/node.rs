@@ -205,6 +205,7 @@ impl Node {
         let stats = &self.gate.stats;
         report.requests = stats.requests.load(Relaxed);
         report.log_requests = stats.log_requests.load(Relaxed);
+        report.header_calls = stats.header_calls.load(Relaxed);
         report.errors = stats.errors.load(Relaxed);
         report.retries = stats.retries.load(Relaxed);
         report.splits = stats.splits.load(Relaxed);
