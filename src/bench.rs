@@ -80,6 +80,16 @@ pub struct BenchArgs {
     /// Block span of the naive baseline's requests.
     #[arg(long, default_value_t = 2000)]
     pub baseline_range: u64,
+    /// The in-process node puts `blockTimestamp` in its logs, as geth and most providers do, so block
+    /// timestamps need no header reads.
+    #[arg(long)]
+    pub log_timestamps: bool,
+    /// Index without block timestamps (`[sync] block_timestamps = false`) in every phase.
+    #[arg(long, conflicts_with = "timestamps_cost")]
+    pub no_timestamps: bool,
+    /// Also sync with `block_timestamps = false`, and print what the timestamps cost.
+    #[arg(long)]
+    pub timestamps_cost: bool,
 }
 
 /// Why a benchmark failed.
@@ -147,6 +157,7 @@ pub async fn run(args: &BenchArgs) -> Result<String, Error> {
         node_config.chain.factory = ChainConfig::factory_preset().factory;
     }
     node_config.faults.latency = args.latency;
+    node_config.chain.log_timestamps = args.log_timestamps;
     let (node, url) = match &args.url {
         Some(url) => (None, url.clone()),
         None => {
@@ -208,6 +219,18 @@ pub async fn run(args: &BenchArgs) -> Result<String, Error> {
             .await?,
         );
         faulty_node.shutdown().await;
+    }
+    if args.timestamps_cost {
+        let mut plain_config = config_for("plain", &url)?;
+        plain_config.sync.block_timestamps = false;
+        phases.push(
+            measure(
+                "no-stamps",
+                head_blocks,
+                pipeline::sync(&plain_config, Target::Latest, CancellationToken::new()),
+            )
+            .await?,
+        );
     }
     if args.baseline {
         let baseline_config = config_for("baseline", &url)?;
@@ -328,8 +351,10 @@ fn load_config(
         ));
     }
     let path: PathBuf = dir.join(format!("{phase}.toml"));
-    config::load_str(&path, &text, &|k| std::env::var(k).ok())
-        .map_err(|e| Error::Setup(e.to_string()))
+    let mut config = config::load_str(&path, &text, &|k| std::env::var(k).ok())
+        .map_err(|e| Error::Setup(e.to_string()))?;
+    config.sync.block_timestamps = !args.no_timestamps;
+    Ok(config)
 }
 
 /// The ground truth up to `head` in the ranges a well-cut backfill fetches (generated lazily): contiguous
@@ -359,10 +384,21 @@ pub fn truth_chunks(
         }
         next = end + 1;
         let range = BlockRange::new(start, end).expect("start <= end");
+        // Stamped as the node's `blockTimestamp` would (the store phase measures the database, not headers).
+        let timestamp_of = |block| truth.block(block).map(|b| b.timestamp);
+        let mut stamped: Option<(u64, Option<u64>)> = None;
         let logs = truth
             .logs(start, end)
             .into_iter()
             .map(|l| Log {
+                block_timestamp: match stamped {
+                    Some((block, timestamp)) if block == l.block_number => timestamp,
+                    _ => {
+                        let timestamp = timestamp_of(l.block_number);
+                        stamped = Some((l.block_number, timestamp));
+                        timestamp
+                    }
+                },
                 block_number: l.block_number,
                 block_hash: l.block_hash,
                 transaction_hash: l.transaction_hash,
@@ -429,16 +465,21 @@ fn render(args: &BenchArgs, phases: &[Phase], lower_bound: Option<u64>, blocks: 
     };
     let _ = writeln!(
         out,
-        "logslice bench: {blocks} blocks, {logs} logs (preset {:?}, seed {}, density {}), latency {latency}, max_concurrency {}, database {}",
+        "logslice bench: {blocks} blocks, {logs} logs (preset {:?}, seed {}, density {}), latency {latency}, max_concurrency {}, database {}, block timestamps {}",
         args.preset,
         args.seed,
         args.shape().1,
         args.max_concurrency,
         args.database.as_deref().map_or("sqlite (temp)".into(), redact_db),
+        match (args.no_timestamps, args.log_timestamps) {
+            (true, _) => "off",
+            (false, true) => "from the logs' blockTimestamp",
+            (false, false) => "from headers",
+        },
     );
     let _ = writeln!(
         out,
-        "{:<11} {:>10} {:>10} {:>8} {:>9} {:>8} {:>9} {:>7} {:>7} {:>9}",
+        "{:<11} {:>10} {:>10} {:>8} {:>9} {:>8} {:>9} {:>9} {:>7} {:>7} {:>9}",
         "phase",
         "logs/s",
         "blocks/s",
@@ -446,27 +487,31 @@ fn render(args: &BenchArgs, phases: &[Phase], lower_bound: Option<u64>, blocks: 
         "requests",
         "getLogs",
         "req/10k",
+        "hdr/10k",
         "errors",
         "splits",
         "peak RSS"
     );
     for p in phases {
         let secs = p.report.elapsed.as_secs_f64().max(1e-9);
-        let per_10k = if p.report.logs > 0 {
-            p.report.log_requests as f64 * 10_000.0 / p.report.logs as f64
-        } else {
-            0.0
+        let per_10k = |n: u64| {
+            if p.report.logs > 0 {
+                n as f64 * 10_000.0 / p.report.logs as f64
+            } else {
+                0.0
+            }
         };
         let _ = writeln!(
             out,
-            "{:<11} {:>10.0} {:>10.0} {:>8.2} {:>9} {:>8} {:>9.2} {:>7} {:>7} {:>6.1} MB",
+            "{:<11} {:>10.0} {:>10.0} {:>8.2} {:>9} {:>8} {:>9.2} {:>9.2} {:>7} {:>7} {:>6.1} MB",
             p.name,
             p.logs_per_s(),
             p.blocks as f64 / secs,
             secs,
             p.report.requests,
             p.report.log_requests,
-            per_10k,
+            per_10k(p.report.log_requests),
+            per_10k(p.report.header_calls),
             p.report.errors,
             p.report.splits,
             p.peak_rss as f64 / 1e6
@@ -499,6 +544,14 @@ fn render(args: &BenchArgs, phases: &[Phase], lower_bound: Option<u64>, blocks: 
                 "with {:.0}% failing requests / clean = {:.2}",
                 args.fault_rate.unwrap_or(0.0) * 100.0,
                 faults.logs_per_s() / e2e.logs_per_s()
+            );
+        }
+        if let Some(plain) = find("no-stamps") {
+            let _ = writeln!(
+                out,
+                "end-to-end / without block timestamps = {:.2} (timestamps cost {:.1}% of throughput)",
+                e2e.logs_per_s() / plain.logs_per_s(),
+                (1.0 - e2e.logs_per_s() / plain.logs_per_s()) * 100.0
             );
         }
         if let Some(naive) = find("naive") {

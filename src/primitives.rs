@@ -105,6 +105,9 @@ pub struct Log {
     pub data: Bytes,
     /// True when the node says the log was removed by a reorganisation.
     pub removed: bool,
+    /// Unix seconds of the log's block: the node's `blockTimestamp` when it sends one (real nodes do; the
+    /// spec's log object lacks it), otherwise filled from the block's header by `pipeline::enrich`.
+    pub block_timestamp: Option<u64>,
 }
 
 impl Log {

@@ -160,6 +160,9 @@ pub struct SyncConfig {
     /// `strict`, default false: a log matching an event's topic0 that does not decode stops with exit 65
     /// instead of being kept raw-only with a warning.
     pub strict: bool,
+    /// `block_timestamps`, default true: `block_timestamp` (unix seconds) in `logs` and every typed table,
+    /// from the logs' `blockTimestamp` or else from the headers of blocks with logs.
+    pub block_timestamps: bool,
 }
 
 /// One `[[contracts]]` entry.

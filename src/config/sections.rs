@@ -77,6 +77,7 @@ const SYNC_KEYS: &[&str] = &[
     "poll_interval",
     "shutdown_grace",
     "strict",
+    "block_timestamps",
 ];
 
 const URL_FIX: &str = "write sim://, https://host/path or wss://host/path";
@@ -372,6 +373,7 @@ pub(super) fn sync(reader: &mut Reader<'_>, table: &Table) -> SyncConfig {
         poll_interval: reader.duration(table, S, "poll_interval", DEFAULT_POLL_INTERVAL),
         shutdown_grace: reader.duration(table, S, "shutdown_grace", DEFAULT_SHUTDOWN_GRACE),
         strict: reader.bool(table, S, "strict", false),
+        block_timestamps: reader.bool(table, S, "block_timestamps", true),
     }
 }
 

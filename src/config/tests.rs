@@ -137,6 +137,7 @@ fn fills_in_every_default() {
         (sync.poll_interval, sync.shutdown_grace, sync.strict),
         (Duration::from_secs(2), Duration::from_secs(10), false)
     );
+    assert!(sync.block_timestamps, "block timestamps are on by default");
     assert_eq!(config.contracts.len(), 1);
     let usdc = &config.contracts[0];
     assert_eq!(usdc.name, "usdc");
@@ -184,6 +185,7 @@ max_reorg_depth = 64
 poll_interval = "500ms"
 shutdown_grace = "3s"
 strict = true
+block_timestamps = false
 
 [[contracts]]
 name = "USDC"
@@ -261,6 +263,7 @@ start_block = 6082465
         (sync.poll_interval, sync.shutdown_grace, sync.strict),
         (Duration::from_millis(500), Duration::from_secs(3), true)
     );
+    assert!(!sync.block_timestamps);
     let usdc = &config.contracts[0];
     assert_eq!(usdc.name, "usdc");
     assert_eq!(

@@ -142,7 +142,7 @@ pub fn measure_log_serialisation(
         if log_idx > 0 {
             out.push(b',');
         }
-        super::json::log(&mut out, log, false);
+        super::json::log(&mut out, log, false, None);
     }
     out.push(b']');
     let hand_rolled = ServeRate {

@@ -301,7 +301,11 @@ impl Chain {
             gen,
             hash: self.block_hash(number, gen),
             parent_hash,
-            timestamp: self.params.genesis_timestamp + number * BLOCK_INTERVAL_SECS,
+            // A replacement (generation > 0) comes a little later than the block it replaces, so a reorg
+            // changes the timestamp too; at most BLOCK_INTERVAL_SECS - 1 later keeps them strictly increasing.
+            timestamp: self.params.genesis_timestamp
+                + number * BLOCK_INTERVAL_SECS
+                + u64::from(gen).min(BLOCK_INTERVAL_SECS - 1),
         }
     }
 

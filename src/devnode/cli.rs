@@ -94,6 +94,9 @@ pub struct DevnodeArgs {
     /// With --factory-children: blocks where the pairs' logs together exceed 10,000.
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub factory_bursts: u32,
+    /// Put `blockTimestamp` in log objects, as geth and most providers do (the spec's log object lacks it).
+    #[arg(long)]
+    pub log_timestamps: bool,
     /// Wording of the too-many-results error: plain, infura, alchemy, reth, reth-32000.
     #[arg(long, default_value = "plain", value_parser = super::TooManyStyle::parse)]
     pub too_many_style: super::TooManyStyle,
@@ -181,6 +184,7 @@ impl DevnodeArgs {
                     children,
                     bursts: self.factory_bursts,
                 });
+        cfg.chain.log_timestamps = self.log_timestamps;
         cfg.limits.too_many_style = self.too_many_style;
         cfg.limits.max_results = self.max_results;
         cfg.limits.query_budget = self.query_budget;
@@ -264,6 +268,7 @@ mod tests {
             "--max-rps",
             "5",
             "--anon-contract",
+            "--log-timestamps",
             "--finality",
             "error",
             "--factory-children",
@@ -287,6 +292,7 @@ mod tests {
                 bursts: 1
             })
         );
+        assert!(cfg.chain.log_timestamps);
         assert_eq!(cfg.chain.finality, super::super::Finality::Error);
         assert_eq!(
             cfg.limits.too_many_style,
@@ -302,6 +308,7 @@ mod tests {
         let cfg = parsed.args.to_config().expect("valid config");
         assert!(!cfg.chain.anon_contract);
         assert_eq!(cfg.chain.factory, None);
+        assert!(!cfg.chain.anon_contract && !cfg.chain.log_timestamps);
         assert_eq!(cfg.chain.finality, super::super::Finality::Block);
     }
 }

@@ -91,6 +91,9 @@ pub struct ChainConfig {
     pub factory: Option<FactoryConfig>,
     /// What the node answers for the `finalized` and `safe` tags (default: a block, as the spec's service).
     pub finality: Finality,
+    /// Put `blockTimestamp` in log objects, as geth and most providers do. Off by default: the spec's log
+    /// object has no such field, and the default chain's answers stay byte for byte the same.
+    pub log_timestamps: bool,
 }
 
 impl Default for ChainConfig {
@@ -108,6 +111,7 @@ impl Default for ChainConfig {
             anon_contract: false,
             factory: None,
             finality: Finality::Block,
+            log_timestamps: false,
         }
     }
 }
@@ -352,6 +356,7 @@ pub const OPTION_NAMES: &[&str] = &[
     "factory_children",
     "factory_bursts",
     "finality",
+    "log_timestamps",
     "max_results",
     "max_params",
     "query_budget",
@@ -500,6 +505,7 @@ impl DevNodeConfig {
                 factory.bursts = bursts;
             }),
             "finality" => Finality::parse(value).map(|v| self.chain.finality = v),
+            "log_timestamps" => parse_switch(value).map(|v| self.chain.log_timestamps = v),
             "max_results" => parse_num(value).map(|v| self.limits.max_results = v),
             "max_params" => parse_num(value).map(|v| self.limits.max_params = v),
             "query_budget" => parse_duration(value).map(|v| self.limits.query_budget = v),

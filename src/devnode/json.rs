@@ -47,8 +47,9 @@ pub(crate) fn string(out: &mut Vec<u8>, text: &str) {
     let _ = serde_json::to_writer(&mut *out, text);
 }
 
-/// Writes one log object (the spec's "Log object"), geth's field order.
-pub(crate) fn log(out: &mut Vec<u8>, log: &Log, removed: bool) {
+/// Writes one log object (the spec's "Log object"), geth's field order; with `block_timestamp`, also the
+/// `blockTimestamp` that geth and most providers add (not in the spec; off unless `log_timestamps`).
+pub(crate) fn log(out: &mut Vec<u8>, log: &Log, removed: bool, block_timestamp: Option<u64>) {
     out.extend_from_slice(b"{\"address\":");
     bytes(out, log.address.as_slice());
     out.extend_from_slice(b",\"topics\":[");
@@ -68,6 +69,10 @@ pub(crate) fn log(out: &mut Vec<u8>, log: &Log, removed: bool) {
     quantity(out, u64::from(log.tx_index));
     out.extend_from_slice(b",\"blockHash\":");
     bytes(out, log.block_hash.as_slice());
+    if let Some(timestamp) = block_timestamp {
+        out.extend_from_slice(b",\"blockTimestamp\":");
+        quantity(out, timestamp);
+    }
     out.extend_from_slice(b",\"logIndex\":");
     quantity(out, u64::from(log.log_index));
     out.extend_from_slice(if removed {

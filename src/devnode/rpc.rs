@@ -405,31 +405,34 @@ impl Service {
             Vec::new()
         };
         let mut orphan_iter = orphans.iter().peekable();
+        let log_timestamps = self.cfg.chain.log_timestamps;
         let mut spent = Duration::ZERO;
         let mut n_logs: u64 = 0;
         for number in from..=to {
             spent += limits.block_cost;
             let mut n_in_block = 0u64;
-            let mut write = |log: super::chain::Log, removed: bool| {
+            let mut write = |log: super::chain::Log, removed: bool, timestamp: u64| {
                 if n_logs > 0 || n_in_block > 0 {
                     out.push(b',');
                 }
-                json::log(out, &log, removed);
+                json::log(out, &log, removed, log_timestamps.then_some(timestamp));
                 n_in_block += 1;
             };
             // A stale replica still serves the orphaned blocks of this height, flagged removed.
             while let Some((_, gen)) = orphan_iter.next_if(|(height, _)| *height == number) {
                 let header: Header = self.chain.header_of(number, *gen, state);
                 let plan = self.chain.plan(number, *gen, state);
-                self.chain
-                    .logs_of_block(&header, &plan, filter, |log| write(log, true));
+                self.chain.logs_of_block(&header, &plan, filter, |log| {
+                    write(log, true, header.timestamp)
+                });
             }
             let gen = state.gen(number);
             let plan = self.chain.plan(number, gen, state);
             if !plan.logs.is_empty() {
                 let header = self.chain.header_of(number, gen, state);
-                self.chain
-                    .logs_of_block(&header, &plan, filter, |log| write(log, false));
+                self.chain.logs_of_block(&header, &plan, filter, |log| {
+                    write(log, false, header.timestamp)
+                });
             }
             n_logs += n_in_block;
             if n_logs > limits.max_results as u64 {

@@ -60,6 +60,9 @@ pub struct GateStats {
     pub requests: AtomicU64,
     /// Of them, `eth_getLogs` requests (the rest read heads and headers).
     pub log_requests: AtomicU64,
+    /// `eth_getBlockByNumber` calls sent, each call of a batch counted (head, finality, headers above
+    /// finality and for block timestamps).
+    pub header_calls: AtomicU64,
     /// Answers that were errors of any kind.
     pub errors: AtomicU64,
     /// Retries made.
@@ -165,6 +168,11 @@ impl Gate {
                 self.stats.requests.fetch_add(1, Ordering::Relaxed);
                 if method == "eth_getLogs" {
                     self.stats.log_requests.fetch_add(1, Ordering::Relaxed);
+                }
+                if method == "eth_getBlockByNumber" {
+                    self.stats
+                        .header_calls
+                        .fetch_add(u64::from(n_calls), Ordering::Relaxed);
                 }
                 request().await
             };

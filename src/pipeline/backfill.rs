@@ -4,12 +4,13 @@ use std::time::Instant;
 
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::AbortOnDropHandle;
 
 use crate::fetch::{self, Fetched};
 use crate::primitives::{BlockNumber, BlockRange};
-use crate::sink::Batch;
+use crate::sink::{Batch, Timestamps};
 
-use super::{joined, Error, SyncReport};
+use super::{enrich, joined, Error, SyncReport};
 
 impl<'a> super::Ctx<'a> {
     /// Indexes every contract up to `end` (at or below finality) through the concurrent range pipeline.
@@ -27,7 +28,7 @@ impl<'a> super::Ctx<'a> {
         self.observer.start(plan);
         let config = self.config;
         // `max_queued_batches` counts what waits for the writer: ranges in this channel and the decoded batch.
-        let (tx, mut rx) =
+        let (tx, rx) =
             mpsc::channel::<Fetched>(config.sync.max_queued_batches.saturating_sub(1).max(1));
         let fetch_cancel = cancel.child_token();
         let fetcher = tokio::spawn(fetch::run(
@@ -39,6 +40,19 @@ impl<'a> super::Ctx<'a> {
             fetch_cancel.clone(),
         ));
         let node = self.node.clone();
+        // With block timestamps, ranges pass the stamping stage on their way to the decoder; its header
+        // reads overlap with the fetching and the commits (`enrich`).
+        let (mut rx, stamper) = match self.job.timestamps {
+            Timestamps::Omitted => (rx, None),
+            Timestamps::Stored => {
+                let (stamped_tx, stamped_rx) = mpsc::channel::<Fetched>(1);
+                let (node, stored) = (self.node.clone(), self.job.stored());
+                let stamping = tokio::spawn(async move {
+                    enrich::stamp_stage(&node, stored, rx, stamped_tx).await
+                });
+                (stamped_rx, Some(AbortOnDropHandle::new(stamping)))
+            }
+        };
         let (job, sink, db, observer) = (&self.job, &mut self.sink, &self.db, self.observer);
         // The next batch is decoded while this one commits: the commit's statements run on the database's
         // own thread (SQLite) or server (Postgres), so decoding and encoding here overlap them. Measured on
@@ -75,6 +89,15 @@ impl<'a> super::Ctx<'a> {
                 // fetched for them before they are decoded.
                 if let Err(err) = job.discover(&node, config, &mut fetched).await {
                     break Err(err);
+                }
+                // What was filled in for them passed no stamping stage.
+                if job.timestamps == Timestamps::Stored {
+                    let stamped = futures::future::try_join_all(
+                        fetched.iter_mut().map(|f| enrich::stamp(&node, &mut f.logs)),
+                    );
+                    if let Err(err) = stamped.await {
+                        break Err(err);
+                    }
                 }
                 let batch = match job.build_batch(fetched, &mut decode_report) {
                     Ok(batch) => batch,
@@ -135,13 +158,18 @@ impl<'a> super::Ctx<'a> {
             }
         };
         report.undecodable += undecodable;
-        // Stop the fetcher whatever happened, then prefer its error (the writer only saw the channel close).
+        // Stop the fetcher whatever happened, then prefer its error (the writer only saw the channel close);
+        // a stamping stage that failed closed its channel too, so its error comes before the fetcher's.
         fetch_cancel.cancel();
+        let stamped = match stamper {
+            Some(stamping) if written.is_ok() => joined(stamping.await)?,
+            _ => Ok(()),
+        };
         let fetched = joined(fetcher.await)?;
-        match (written, fetched) {
-            (Err(err), _) => Err(err),
-            (Ok(()), Err(err)) => Err(self.node.error()(err)),
-            (Ok(()), Ok(())) => {
+        match (written, stamped, fetched) {
+            (Err(err), _, _) | (Ok(()), Err(err), _) => Err(err),
+            (Ok(()), Ok(()), Err(err)) => Err(self.node.error()(err)),
+            (Ok(()), Ok(()), Ok(())) => {
                 self.job.advance(end);
                 self.publish();
                 Ok(())

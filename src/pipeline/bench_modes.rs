@@ -9,7 +9,9 @@ use crate::config::Config;
 use crate::fetch::{self, Fetched};
 use crate::primitives::BlockRange;
 
-use super::{joined, open_job, Error, Job, Node, SyncReport, Target};
+use crate::sink::Timestamps;
+
+use super::{enrich, joined, open_job, Error, Job, Node, SyncReport, Target};
 
 /// The fetch-only ceiling for `bench`: the same requests as [`sync`] from every contract's start block,
 /// answers parsed and dropped, nothing stored.
@@ -134,6 +136,9 @@ pub async fn naive_sync(config: &Config, target: Target, span: u64) -> Result<Sy
             Ok(logs) => {
                 let mut fetched = vec![Fetched { range, logs }];
                 job.discover(&node, config, &mut fetched).await?;
+                if job.timestamps == Timestamps::Stored {
+                    enrich::stamp(&node, &mut fetched[0].logs).await?;
+                }
                 let batch = job.build_batch(fetched, &mut report)?;
                 sink.commit(&batch).await.map_err(db_error)?;
                 report.committed(&batch);
@@ -154,6 +159,9 @@ pub async fn naive_sync(config: &Config, target: Target, span: u64) -> Result<Sy
                     .map_err(node.error())?;
                     let mut fetched = vec![Fetched { range, logs }];
                     job.discover(&node, config, &mut fetched).await?;
+                    if job.timestamps == Timestamps::Stored {
+                        enrich::stamp(&node, &mut fetched[0].logs).await?;
+                    }
                     let batch = job.build_batch(fetched, &mut report)?;
                     sink.commit(&batch).await.map_err(db_error)?;
                     report.committed(&batch);

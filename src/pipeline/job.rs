@@ -49,6 +49,8 @@ pub struct Job {
     pub(super) factories: Vec<Factory>,
     /// Their children found so far (shared with the selections of concurrent fetches).
     pub(super) children: Arc<RwLock<Children>>,
+    /// `[sync] block_timestamps`: whether logs are stamped before they are committed.
+    pub(super) timestamps: sink::Timestamps,
 }
 
 impl Job {
@@ -162,11 +164,17 @@ impl Job {
             strict: config.sync.strict,
             factories,
             children: Arc::default(),
+            timestamps: if config.sync.block_timestamps {
+                sink::Timestamps::Stored
+            } else {
+                sink::Timestamps::Omitted
+            },
         })
     }
 
     /// Creates the tables and moves every contract's next block past its checkpoint.
     pub(super) async fn prepare(&mut self, sink: &mut Sink) -> Result<(), sink::Error> {
+        sink.settle_timestamps(self.timestamps).await?;
         sink.prepare(&self.tables, &self.specs).await?;
         self.reload(sink).await
     }
@@ -274,6 +282,29 @@ impl Job {
         };
         let contracts = self.contracts.clone();
         move |plan| Planner::new(planner_config, plan, contracts.iter().map(|c| c.next))
+    }
+
+    /// Whether a log is one the database keeps, as [`Job::build_batch`] decides it: not `removed`, of a
+    /// contract that has joined by its block, matched by one of its configured events. For the stamping
+    /// stage, which reads headers only for the blocks of such logs.
+    pub(super) fn stored(&self) -> super::enrich::Stored {
+        let (contracts, by_address) = (self.contracts.clone(), self.by_address.clone());
+        let decoders = self.decoders.clone();
+        Arc::new(move |log| {
+            !log.removed
+                && by_address
+                    .get(&log.address)
+                    .into_iter()
+                    .flatten()
+                    .any(|&contract_idx| {
+                        let contract = &contracts[contract_idx];
+                        contract.next <= log.block_number
+                            && contract
+                                .tables
+                                .iter()
+                                .any(|&t| decoders[t].matches(&log.topics))
+                    })
+        })
     }
 
     pub(super) fn selector(&self) -> Arc<dyn Fn(BlockRange) -> Selection + Send + Sync> {

@@ -17,6 +17,7 @@ mod backfill;
 mod batch;
 mod bench_modes;
 mod discover;
+mod enrich;
 mod head;
 mod job;
 mod near_head;
@@ -123,6 +124,8 @@ pub struct SyncReport {
     pub requests: u64,
     /// Of them, `eth_getLogs` requests.
     pub log_requests: u64,
+    /// `eth_getBlockByNumber` calls, each call of a batch counted.
+    pub header_calls: u64,
     /// Error answers.
     pub errors: u64,
     /// Retries.

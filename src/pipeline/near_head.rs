@@ -11,7 +11,7 @@ use crate::follow;
 use crate::observe;
 use crate::primitives::{BlockNumber, BlockRange};
 use crate::rpc::BlockTag;
-use crate::sink::TrackedBlock;
+use crate::sink::{Timestamps, TrackedBlock};
 
 use super::head::{self, HeadRead};
 use super::{joined, Error, Step, SyncReport};
@@ -142,7 +142,7 @@ impl<'a> super::Ctx<'a> {
         self.job
             .discover(&self.node, self.config, &mut read_logs)
             .await?;
-        let [Fetched { logs: kept, .. }] = read_logs;
+        let [Fetched { logs: mut kept, .. }] = read_logs;
         if let Some(log) = kept.iter().find(|log| {
             headers
                 .iter()
@@ -155,6 +155,11 @@ impl<'a> super::Ctx<'a> {
             );
             self.job.reload(&self.sink).await.map_err(self.db_error())?;
             return Ok(Step::Retry(why));
+        }
+        if self.job.timestamps == Timestamps::Stored {
+            // The headers were read to check the logs: their timestamps cost no request (and after a reorg
+            // they are the replacement blocks', as the logs are).
+            super::enrich::stamp_from(&mut kept, &headers)?;
         }
         // Committed in batches of about `max_batch_logs`, a block never split: each batch keeps its blocks'
         // hashes, so a reorg after any of them is seen by the next step.

@@ -14,6 +14,11 @@ use crate::rpc::{self, BlockTag, Client, ClientOptions};
 
 use super::{Error, SyncReport, Target};
 
+/// Most calls in one header batch: geth takes up to 1,000 and some providers fewer, and a batch over a
+/// node's limit is refused whole (which turns batches off for the run); a hundred headers already make the
+/// batch's own overhead negligible.
+const MAX_HEADERS_PER_BATCH: usize = 100;
+
 /// A connected node: the client, its gate, and the in-process devnode behind `sim://`, kept alive.
 pub struct Node {
     /// The client.
@@ -96,7 +101,7 @@ impl Node {
     }
 
     /// The headers of `numbers`, in order (`None` where the node does not know the block): in batches of at
-    /// most a second's worth of the rate (a batch of n calls costs n), or, from the first batch the node
+    /// most a second's worth of the rate (a batch of n calls costs n) and [`MAX_HEADERS_PER_BATCH`], or, from the first batch the node
     /// refuses as such, one request each (`max_concurrency` at a time).
     ///
     /// # Errors
@@ -107,7 +112,10 @@ impl Node {
     ) -> Result<Vec<Option<rpc::Header>>, Error> {
         use std::sync::atomic::Ordering::Relaxed;
         let mut headers = Vec::with_capacity(numbers.len());
-        let per_batch = self.gate.max_calls_per_request().max(1);
+        let per_batch = self
+            .gate
+            .max_calls_per_request()
+            .clamp(1, MAX_HEADERS_PER_BATCH);
         let mut rest = numbers;
         while !rest.is_empty() && self.batches.load(Relaxed) {
             let (batch, after) = rest.split_at(per_batch.min(rest.len()));
@@ -193,6 +201,7 @@ impl Node {
         let stats = &self.gate.stats;
         report.requests = stats.requests.load(Relaxed);
         report.log_requests = stats.log_requests.load(Relaxed);
+        report.header_calls = stats.header_calls.load(Relaxed);
         report.errors = stats.errors.load(Relaxed);
         report.retries = stats.retries.load(Relaxed);
         report.splits = stats.splits.load(Relaxed);

@@ -28,6 +28,9 @@ struct WireLog {
     address: Address,
     data: Bytes,
     topics: Vec<B256>,
+    /// Not in the spec's log object, but sent by geth, reth, Erigon and most providers.
+    #[serde(default, deserialize_with = "opt_quantity")]
+    block_timestamp: Option<u64>,
 }
 
 impl<'de> Deserialize<'de> for Log {
@@ -58,6 +61,7 @@ impl<'de> Deserialize<'de> for Log {
             topics: wire.topics,
             data: wire.data,
             removed: wire.removed,
+            block_timestamp: wire.block_timestamp,
         })
     }
 }
@@ -201,6 +205,27 @@ mod tests {
         );
         assert_eq!(log.topics.len(), 1);
         assert!(log.data.is_empty() && !log.removed);
+    }
+
+    #[test]
+    fn reads_block_timestamp_when_the_node_sends_it() {
+        let with = |extra: &str| {
+            format!(
+                r#"{{"logIndex":"0x1","transactionIndex":"0x0",
+                "transactionHash":"0x0101010101010101010101010101010101010101010101010101010101010101",
+                "blockHash":"0x0202020202020202020202020202020202020202020202020202020202020202",
+                "blockNumber":"0x10","address":"0xa0b86991c6218b36c1d19d4a2e9eb0ce3606eb48","data":"0x",
+                "topics":[]{extra}}}"#
+            )
+        };
+        let parse = |json: String| serde_json::from_str::<Log>(&json).map(|l| l.block_timestamp);
+        assert_eq!(
+            parse(with(r#","blockTimestamp":"0x6553f100""#)).unwrap(),
+            Some(1_700_000_000)
+        );
+        assert_eq!(parse(with("")).unwrap(), None);
+        assert_eq!(parse(with(r#","blockTimestamp":null"#)).unwrap(), None);
+        assert!(parse(with(r#","blockTimestamp":"12""#)).is_err());
     }
 
     #[test]

@@ -15,6 +15,11 @@ pub(super) const SQLITE: &[(i64, &str, &str)] = &[
         include_str!("../../migrations/sqlite/0001_init.sql"),
     ),
     (
+        2,
+        "block timestamps",
+        include_str!("../../migrations/sqlite/0002_block_timestamps.sql"),
+    ),
+    (
         3,
         "factory children",
         include_str!("../../migrations/sqlite/0003_factory_children.sql"),
@@ -27,6 +32,11 @@ pub(super) const POSTGRES: &[(i64, &str, &str)] = &[
         1,
         "init",
         include_str!("../../migrations/postgres/0001_init.sql"),
+    ),
+    (
+        2,
+        "block timestamps",
+        include_str!("../../migrations/postgres/0002_block_timestamps.sql"),
     ),
     (
         3,

@@ -14,6 +14,7 @@ mod prepare;
 mod read;
 mod sqlite;
 mod sqlite_wal;
+mod timestamps;
 mod write;
 
 use std::collections::{BTreeMap, HashMap};
@@ -28,6 +29,7 @@ use write::{Param, Statement};
 
 pub use postgres::{PostgresSink, COMMIT_ATTEMPTS};
 pub use sqlite::SqliteSink;
+pub use timestamps::{Timestamps, META_BLOCK_TIMESTAMPS};
 
 /// The unique key of every typed table, on both backends. `(block_hash, log_index)` identifies a log, and a
 /// hash names exactly one block, so this key admits exactly the same rows; but in block order a backfill
@@ -288,6 +290,32 @@ impl Sink {
         prepare::prepare(self, tables, contracts).await
     }
 
+    /// Makes `logs.block_timestamp` and the typed tables created from now on follow `wanted`
+    /// (`[sync] block_timestamps`), recording the choice on first use. Call before [`Sink::prepare`]; a
+    /// sink never told keeps [`Timestamps::Omitted`]'s layout.
+    ///
+    /// # Errors
+    /// [`Error::Mismatch`] naming the fixes when the database holds rows written under the other choice,
+    /// or by a version without timestamps while they are wanted; [`Error::Query`].
+    pub async fn settle_timestamps(&mut self, wanted: Timestamps) -> Result<(), Error> {
+        timestamps::settle(self, wanted).await
+    }
+
+    /// Whether batches carry `block_timestamp` ([`Sink::settle_timestamps`]).
+    pub fn timestamps(&self) -> Timestamps {
+        match self {
+            Sink::Sqlite(s) => s.timestamps,
+            Sink::Postgres(s) => s.timestamps,
+        }
+    }
+
+    fn set_timestamps(&mut self, timestamps: Timestamps) {
+        match self {
+            Sink::Sqlite(s) => s.timestamps = timestamps,
+            Sink::Postgres(s) => s.timestamps = timestamps,
+        }
+    }
+
     /// Remembers the chain id on first use; refuses a database built from another chain.
     ///
     /// # Errors
@@ -319,6 +347,7 @@ impl Sink {
     /// Cancel safe: a transaction dropped before its commit rolls back.
     pub async fn commit(&mut self, batch: &Batch) -> Result<(), Error> {
         write::check(self.tables(), batch)?;
+        write::check_timestamps(self.timestamps(), batch)?;
         let bookkeeping = write::bookkeeping(self.tables(), batch);
         match self {
             Sink::Sqlite(s) => s.commit(batch, &bookkeeping).await,

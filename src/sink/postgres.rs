@@ -37,11 +37,13 @@ use sqlx::{ConnectOptions, Connection, Executor, PgConnection, PgPool, Postgres,
 
 use crate::config::SecretUrl;
 use crate::decode::{ColumnKind, Value};
+use crate::primitives::Log;
 
 use super::prepare::Dialect;
 use super::write::{Param, Statement};
 use super::{
-    hex, migrate, query_error, quote_ident, to_i64, Batch, Error, Rows, TableSpec, TYPED_KEY,
+    hex, migrate, query_error, quote_ident, to_i64, Batch, Error, Rows, TableSpec, Timestamps,
+    TYPED_KEY,
 };
 
 /// Connections in the pool: one writes at a time; the rest serve `status` and readers of [`PostgresSink::pool`].
@@ -73,6 +75,7 @@ pub(super) const DIALECT: Dialect = Dialect {
         ("log_index", "integer"),
         ("address", "text"),
     ],
+    timestamp_type: "bigint",
     sql_type,
     columns_sql: "SELECT a.attname::text, format_type(a.atttypid, a.atttypmod) \
                   FROM pg_attribute a \
@@ -96,6 +99,8 @@ pub struct PostgresSink {
     pool: PgPool,
     /// The tables given to the last `prepare`.
     pub(super) tables: Vec<TableSpec>,
+    /// Whether batches carry `block_timestamp` (`Sink::settle_timestamps`).
+    pub(super) timestamps: Timestamps,
     /// Attempts of a batch whose connection is lost, the first included.
     commit_attempts: u32,
 }
@@ -160,6 +165,7 @@ impl PostgresSink {
         Ok(Self {
             pool,
             tables: Vec::new(),
+            timestamps: Timestamps::default(),
             commit_attempts: COMMIT_ATTEMPTS,
         })
     }
@@ -222,7 +228,7 @@ impl PostgresSink {
         bookkeeping: &[Statement],
     ) -> Result<(), Error> {
         // Built once, bound again on every attempt.
-        let inserts = inserts(&self.tables, batch)?;
+        let inserts = inserts(&self.tables, self.timestamps, batch)?;
         let mut attempt = 1;
         loop {
             let (doing, source) = match self.try_commit(&inserts, bookkeeping).await {
@@ -315,8 +321,21 @@ enum Array {
 /// # Errors
 /// [`Error::Malformed`] when a value is not of its column's kind (a bug upstream, which the check refuses
 /// first).
-fn inserts(tables: &[TableSpec], batch: &Batch) -> Result<Vec<Insert>, Error> {
+fn inserts(
+    tables: &[TableSpec],
+    timestamps: Timestamps,
+    batch: &Batch,
+) -> Result<Vec<Insert>, Error> {
     let mut inserts = Vec::new();
+    // `block_timestamp` when stored: after `data` in `logs`, after `address` in typed tables (interface.md).
+    let stored = timestamps == Timestamps::Stored;
+    let timestamps_of = |logs: &[&Log]| {
+        Array::BigInt(
+            logs.iter()
+                .map(|l| to_i64(l.block_timestamp.unwrap_or_default()))
+                .collect(),
+        )
+    };
     if !batch.logs.is_empty() {
         let logs = &batch.logs;
         let topic = |i: usize| {
@@ -326,27 +345,42 @@ fn inserts(tables: &[TableSpec], batch: &Batch) -> Result<Vec<Insert>, Error> {
                     .collect(),
             )
         };
+        let mut sql = String::from(
+            "INSERT INTO logs (block_number, block_hash, transaction_hash, transaction_index, log_index, \
+             address, topic0, topic1, topic2, topic3, data",
+        );
+        let mut params = String::from(
+            "$1::bigint[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], \
+             $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[]",
+        );
+        let mut arrays = vec![
+            Array::BigInt(logs.iter().map(|l| to_i64(l.block_number)).collect()),
+            Array::Text(logs.iter().map(|l| hex::encode(l.block_hash)).collect()),
+            Array::Text(
+                logs.iter()
+                    .map(|l| hex::encode(l.transaction_hash))
+                    .collect(),
+            ),
+            Array::BigInt(logs.iter().map(|l| to_i64(l.transaction_index)).collect()),
+            Array::BigInt(logs.iter().map(|l| to_i64(l.log_index)).collect()),
+            Array::Text(logs.iter().map(|l| hex::encode(l.address)).collect()),
+            topic(0),
+            topic(1),
+            topic(2),
+            topic(3),
+            Array::Text(logs.iter().map(|l| hex::encode(&l.data)).collect()),
+        ];
+        if stored {
+            sql.push_str(", block_timestamp");
+            params.push_str(", $12::bigint[]");
+            arrays.push(timestamps_of(&logs.iter().collect::<Vec<_>>()));
+        }
         inserts.push(Insert {
             doing: "inserting raw logs",
-            sql: "INSERT INTO logs (block_number, block_hash, transaction_hash, transaction_index, log_index, \
-                  address, topic0, topic1, topic2, topic3, data) \
-                  SELECT * FROM UNNEST($1::bigint[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], \
-                  $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[]) \
-                  ON CONFLICT (block_hash, log_index) DO NOTHING"
-                .to_owned(),
-            arrays: vec![
-                Array::BigInt(logs.iter().map(|l| to_i64(l.block_number)).collect()),
-                Array::Text(logs.iter().map(|l| hex::encode(l.block_hash)).collect()),
-                Array::Text(logs.iter().map(|l| hex::encode(l.transaction_hash)).collect()),
-                Array::BigInt(logs.iter().map(|l| to_i64(l.transaction_index)).collect()),
-                Array::BigInt(logs.iter().map(|l| to_i64(l.log_index)).collect()),
-                Array::Text(logs.iter().map(|l| hex::encode(l.address)).collect()),
-                topic(0),
-                topic(1),
-                topic(2),
-                topic(3),
-                Array::Text(logs.iter().map(|l| hex::encode(&l.data)).collect()),
-            ],
+            sql: format!(
+                "{sql}) SELECT * FROM UNNEST({params}) ON CONFLICT (block_hash, log_index) DO NOTHING"
+            ),
+            arrays,
         });
     }
     for (table_idx, table) in tables.iter().enumerate() {
@@ -369,6 +403,10 @@ fn inserts(tables: &[TableSpec], batch: &Batch) -> Result<Vec<Insert>, Error> {
         let mut names = String::new();
         let mut params =
             String::from("$1::bigint[], $2::text[], $3::text[], $4::bigint[], $5::text[]");
+        if stored {
+            params.push_str(", $6::bigint[]");
+            arrays.push(timestamps_of(&logs));
+        }
         for (column_idx, column) in table.columns.iter().enumerate() {
             let values = rows.iter().map(|row| &row.values[column_idx]);
             let n = arrays.len() + 1;
@@ -444,7 +482,10 @@ fn inserts(tables: &[TableSpec], batch: &Batch) -> Result<Vec<Insert>, Error> {
             params.push_str(&format!(", ${n}{cast}"));
             arrays.push(array);
         }
-        let fixed: Vec<&str> = DIALECT.typed_fixed.iter().map(|&(name, _)| name).collect();
+        let fixed: Vec<&str> = super::prepare::typed_fixed(&DIALECT, timestamps)
+            .iter()
+            .map(|&(name, _)| name)
+            .collect();
         inserts.push(Insert {
             doing: "inserting typed rows",
             sql: format!(

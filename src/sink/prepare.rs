@@ -10,12 +10,14 @@ use crate::decode::ColumnKind;
 
 use super::read::{self, ContractRecord};
 use super::write::{int, Param, Statement};
-use super::{hex, quote_ident, ContractSpec, Error, Sink, TableSpec, META_CHAIN_ID};
+use super::{hex, quote_ident, ContractSpec, Error, Sink, TableSpec, Timestamps, META_CHAIN_ID};
 
 /// What differs between the backends in preparing a database.
 pub(super) struct Dialect {
     /// The fixed columns of every typed table, with their types as [`Dialect::columns_sql`] reports them.
     pub typed_fixed: [(&'static str, &'static str); 5],
+    /// The type of `block_timestamp` (logs and typed tables), as [`Dialect::columns_sql`] reports it.
+    pub timestamp_type: &'static str,
     /// A parameter column's type, as [`Dialect::columns_sql`] reports it (and `CREATE TABLE` takes it).
     pub sql_type: fn(ColumnKind) -> &'static str,
     /// `(name, type)` of table `$1`'s columns in order, as text; no rows when it does not exist.
@@ -34,10 +36,11 @@ pub(super) async fn prepare(
     tables: &[TableSpec],
     contracts: &[ContractSpec],
 ) -> Result<(), Error> {
-    let dialect = sink.dialect();
+    let (dialect, timestamps) = (sink.dialect(), sink.timestamps());
     for table in tables {
         check_table(
             dialect,
+            timestamps,
             table,
             &read::columns(sink, &table.name).await?,
             contracts,
@@ -53,7 +56,7 @@ pub(super) async fn prepare(
     }
     let mut statements: Vec<Statement> = tables
         .iter()
-        .map(|table| create_table(dialect, table))
+        .map(|table| create_table(dialect, timestamps, table))
         .collect();
     for contract in contracts {
         let recorded = recorded.iter().any(|r| r.name == contract.name);
@@ -83,12 +86,28 @@ pub(super) async fn check_chain_id(sink: &Sink, chain_id: u64) -> Result<(), Err
     }
 }
 
+/// The fixed columns of a typed table: `dialect.typed_fixed`, then `block_timestamp` when stored
+/// (interface.md: after `address`, before the event's parameters).
+pub(super) fn typed_fixed(
+    dialect: &Dialect,
+    timestamps: Timestamps,
+) -> Vec<(&'static str, &'static str)> {
+    let mut fixed = dialect.typed_fixed.to_vec();
+    if timestamps == Timestamps::Stored {
+        fixed.push(("block_timestamp", dialect.timestamp_type));
+    }
+    fixed
+}
+
 /// `(name, type)` of every column of `table`, as the dialect's catalog spells them.
-fn wanted_columns(dialect: &Dialect, table: &TableSpec) -> Vec<(String, String)> {
-    let fixed = dialect
-        .typed_fixed
-        .iter()
-        .map(|&(name, ty)| (name.to_owned(), ty.to_owned()));
+fn wanted_columns(
+    dialect: &Dialect,
+    timestamps: Timestamps,
+    table: &TableSpec,
+) -> Vec<(String, String)> {
+    let fixed = typed_fixed(dialect, timestamps)
+        .into_iter()
+        .map(|(name, ty)| (name.to_owned(), ty.to_owned()));
     let params = table
         .columns
         .iter()
@@ -100,6 +119,7 @@ fn wanted_columns(dialect: &Dialect, table: &TableSpec) -> Vec<(String, String)>
 /// another order or other types (a `uint64` that became a `uint256` changes a column's type only).
 fn check_table(
     dialect: &Dialect,
+    timestamps: Timestamps,
     table: &TableSpec,
     existing: &[(String, String)],
     contracts: &[ContractSpec],
@@ -113,7 +133,7 @@ fn check_table(
             )));
         }
     }
-    let wanted = wanted_columns(dialect, table);
+    let wanted = wanted_columns(dialect, timestamps, table);
     let same = |(name, ty): &(String, String), (w_name, w_ty): &(String, String)| {
         name == w_name && ty.eq_ignore_ascii_case(w_ty)
     };
@@ -191,9 +211,8 @@ fn check_events(contract: &ContractSpec, record: &ContractRecord) -> Result<(), 
 }
 
 /// `CREATE TABLE IF NOT EXISTS` of a typed table: the fixed columns, one per parameter, the unique key.
-fn create_table(dialect: &Dialect, table: &TableSpec) -> Statement {
-    let fixed: String = dialect
-        .typed_fixed
+fn create_table(dialect: &Dialect, timestamps: Timestamps, table: &TableSpec) -> Statement {
+    let fixed: String = typed_fixed(dialect, timestamps)
         .iter()
         .map(|(name, ty)| format!("{name} {ty} NOT NULL, "))
         .collect();

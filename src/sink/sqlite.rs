@@ -21,7 +21,8 @@ use super::prepare::Dialect;
 use super::sqlite_wal::{Checkpointer, BACKSTOP_FRAMES};
 use super::write::{Param, Statement};
 use super::{
-    hex, migrate, query_error, quote_ident, to_i64, Batch, Error, Rows, TableSpec, TYPED_KEY,
+    hex, migrate, query_error, quote_ident, to_i64, Batch, Error, Rows, TableSpec, Timestamps,
+    TYPED_KEY,
 };
 
 /// SQLite's default limit on bound parameters per statement is 32,766; stay well under it while keeping
@@ -41,6 +42,7 @@ pub(super) const DIALECT: Dialect = Dialect {
         ("log_index", "INTEGER"),
         ("address", "TEXT"),
     ],
+    timestamp_type: "INTEGER",
     sql_type,
     columns_sql: "SELECT name, type FROM pragma_table_info($1)",
     table_exists_sql:
@@ -54,6 +56,8 @@ pub struct SqliteSink {
     pool: SqlitePool,
     /// The tables given to the last `prepare`.
     pub(super) tables: Vec<TableSpec>,
+    /// Whether batches carry `block_timestamp` (`Sink::settle_timestamps`).
+    pub(super) timestamps: Timestamps,
     /// Copies the WAL into the database file beside the writer; `None` for `:memory:`.
     checkpointer: Option<Checkpointer>,
 }
@@ -115,6 +119,7 @@ impl SqliteSink {
         Ok(Self {
             pool,
             tables: Vec::new(),
+            timestamps: Timestamps::default(),
             checkpointer,
         })
     }
@@ -172,11 +177,14 @@ impl SqliteSink {
             .begin()
             .await
             .map_err(query_error("starting a transaction"))?;
-        const RAW_COLUMNS: usize = 11;
-        for chunk in statement_chunks(&batch.logs, MAX_BINDS_PER_STATEMENT / RAW_COLUMNS) {
-            let mut insert: QueryBuilder<Sqlite> = QueryBuilder::new(
-                "INSERT INTO logs (block_number, block_hash, transaction_hash, transaction_index, log_index, address, topic0, topic1, topic2, topic3, data) ",
-            );
+        // `block_timestamp` rides at the end of the raw columns when stored (checked present for every log).
+        let stored = self.timestamps == Timestamps::Stored;
+        let raw_columns = 11 + usize::from(stored);
+        let timestamp_column = if stored { ", block_timestamp" } else { "" };
+        for chunk in statement_chunks(&batch.logs, MAX_BINDS_PER_STATEMENT / raw_columns) {
+            let mut insert: QueryBuilder<Sqlite> = QueryBuilder::new(format!(
+                "INSERT INTO logs (block_number, block_hash, transaction_hash, transaction_index, log_index, address, topic0, topic1, topic2, topic3, data{timestamp_column}) ",
+            ));
             insert.push_values(chunk, |mut row, log| {
                 row.push_bind(to_i64(log.block_number))
                     .push_bind(hex::encode(log.block_hash))
@@ -188,6 +196,9 @@ impl SqliteSink {
                     row.push_bind(log.topics.get(i).map(hex::encode));
                 }
                 row.push_bind(hex::encode(&log.data));
+                if stored {
+                    row.push_bind(log.block_timestamp.map(to_i64));
+                }
             });
             insert.push(" ON CONFLICT (block_hash, log_index) DO NOTHING");
             execute(&mut tx, insert, "inserting raw logs").await?;
@@ -197,7 +208,7 @@ impl SqliteSink {
             if rows.is_empty() {
                 continue;
             }
-            let n_columns = 5 + table.columns.len();
+            let n_columns = 5 + usize::from(stored) + table.columns.len();
             let names: String = table
                 .columns
                 .iter()
@@ -205,7 +216,7 @@ impl SqliteSink {
                 .collect();
             for chunk in statement_chunks(&rows, MAX_BINDS_PER_STATEMENT / n_columns) {
                 let mut insert: QueryBuilder<Sqlite> = QueryBuilder::new(format!(
-                    "INSERT INTO {} ({TYPED_FIXED}{names}) ",
+                    "INSERT INTO {} ({TYPED_FIXED}{timestamp_column}{names}) ",
                     quote_ident(&table.name)
                 ));
                 insert.push_values(chunk, |mut row, typed| {
@@ -215,6 +226,9 @@ impl SqliteSink {
                         .push_bind(hex::encode(log.transaction_hash))
                         .push_bind(to_i64(log.log_index))
                         .push_bind(hex::encode(log.address));
+                    if stored {
+                        row.push_bind(log.block_timestamp.map(to_i64));
+                    }
                     for value in &typed.values {
                         match value {
                             Value::Int(i) => row.push_bind(*i),

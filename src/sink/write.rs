@@ -12,7 +12,7 @@ use crate::primitives::LogKey;
 use super::read::{self, invalid, ContractRecord};
 use super::{
     hex, quote_ident, to_i64, Batch, BlockNumber, ChildRow, Error, ReindexReport, ReindexSpec,
-    RollbackReport, Sink, TableSpec,
+    RollbackReport, Sink, TableSpec, Timestamps,
 };
 
 /// A value bound to a [`Statement`].
@@ -171,6 +171,33 @@ pub(super) fn check(tables: &[TableSpec], batch: &Batch) -> Result<(), Error> {
             row,
             "block_number",
             checkpoint.block,
+            i64::MAX,
+        )?;
+    }
+    Ok(())
+}
+
+/// Checks that every log of a batch carries its block's timestamp when the sink stores them: a log without
+/// one is a bug upstream (`pipeline::enrich` fills them), never a NULL in the table.
+///
+/// # Errors
+/// [`Error::Malformed`] naming the log; [`Error::Invalid`] when a timestamp does not fit the column.
+pub(super) fn check_timestamps(timestamps: Timestamps, batch: &Batch) -> Result<(), Error> {
+    if timestamps == Timestamps::Omitted {
+        return Ok(());
+    }
+    for log in &batch.logs {
+        let Some(timestamp) = log.block_timestamp else {
+            return Err(Error::Malformed(format!(
+                "log {} of block {} has no block_timestamp",
+                log.log_index, log.block_number
+            )));
+        };
+        int(
+            "logs",
+            LogRow(log.key()),
+            "block_timestamp",
+            timestamp,
             i64::MAX,
         )?;
     }

@@ -15,3 +15,4 @@ mod shutdown;
 mod sink_records;
 mod support;
 mod sync;
+mod timestamps;

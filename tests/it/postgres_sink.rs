@@ -161,6 +161,7 @@ fn log(block: u64, log_index: u64) -> Log {
         topics: (0..log_index % 5).map(|t| word(t + 1)).collect(),
         data: Bytes::from([0u8, 1, 2, 0xff].repeat(log_index as usize)),
         removed: false,
+        block_timestamp: Some(1_700_000_000 + block * 12),
     }
 }
 

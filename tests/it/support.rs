@@ -337,18 +337,36 @@ pub async fn assert_db_matches_truth(
     let backend = db.backend();
     let expected = expected_logs(truth, contracts, to);
 
-    // Raw rows.
+    // Raw rows; with `block_timestamp` (block_timestamps = true, the default), each row's equals its block
+    // header's in the node.
     let int = |c: &str| match backend {
         Backend::Sqlite => format!("CAST({c} AS TEXT)"),
         Backend::Postgres => format!("{c}::text"),
     };
+    let stamped = db
+        .columns("logs")
+        .await
+        .iter()
+        .any(|c| c == "block_timestamp");
+    let timestamp_of = |block: u64| {
+        truth
+            .block(block)
+            .unwrap_or_else(|| panic!("block {block} is canonical"))
+            .timestamp
+            .to_string()
+    };
     let rows = db
         .texts(&format!(
             "SELECT {}, block_hash, transaction_hash, {}, {}, address, coalesce(topic0, ''), coalesce(topic1, ''), \
-             coalesce(topic2, ''), coalesce(topic3, ''), data FROM logs ORDER BY logs.block_number, logs.log_index",
+             coalesce(topic2, ''), coalesce(topic3, ''), data{} FROM logs ORDER BY logs.block_number, logs.log_index",
             int("block_number"),
             int("transaction_index"),
-            int("log_index")
+            int("log_index"),
+            if stamped {
+                format!(", coalesce({}, 'NULL')", int("block_timestamp"))
+            } else {
+                String::new()
+            }
         ))
         .await;
     assert_eq!(
@@ -358,7 +376,7 @@ pub async fn assert_db_matches_truth(
     );
     for (row, (log, _)) in rows.iter().zip(&expected) {
         let topic = |i: usize| log.topics.get(i).map(hx).unwrap_or_default();
-        let wanted = vec![
+        let mut wanted = vec![
             log.block_number.to_string(),
             hx(log.block_hash),
             hx(log.transaction_hash),
@@ -371,6 +389,9 @@ pub async fn assert_db_matches_truth(
             topic(3),
             hx(&log.data),
         ];
+        if stamped {
+            wanted.push(timestamp_of(log.block_number));
+        }
         assert_eq!(
             row, &wanted,
             "raw row differs at block {} log {}",
@@ -387,9 +408,16 @@ pub async fn assert_db_matches_truth(
             }
             let table = format!("{}_{}", c.name, snake(&event.name));
             let columns = db.columns(&table).await;
+            // interface.md: block_timestamp after address, before the parameters, exactly when logs has it.
+            let n_fixed = 5 + usize::from(stamped);
+            assert_eq!(
+                columns.get(5).is_some_and(|c| c == "block_timestamp"),
+                stamped,
+                "{table} has block_timestamp exactly when logs has it: {columns:?}"
+            );
             assert_eq!(
                 columns.len(),
-                5 + event.inputs.len(),
+                n_fixed + event.inputs.len(),
                 "table {table} has one column per parameter"
             );
             let select: Vec<String> = columns.iter().map(|c| db.as_text(c)).collect();
@@ -410,15 +438,18 @@ pub async fn assert_db_matches_truth(
                     Backend::Sqlite => text_literal(&s),
                     Backend::Postgres => s,
                 };
-                let fixed = [
+                let mut fixed = vec![
                     log.block_number.to_string(),
                     text(hx(log.block_hash)),
                     text(hx(log.transaction_hash)),
                     log.log_index.to_string(),
                     text(hx(log.address)),
                 ];
+                if stamped {
+                    fixed.push(timestamp_of(log.block_number));
+                }
                 assert_eq!(
-                    row[..5],
+                    row[..n_fixed],
                     fixed[..],
                     "fixed columns of {table} at block {} log {}",
                     log.block_number,
@@ -434,11 +465,11 @@ pub async fn assert_db_matches_truth(
                     };
                     let what = format!(
                         "{table}.{} at block {} log {}",
-                        columns[5 + i],
+                        columns[n_fixed + i],
                         log.block_number,
                         log.log_index
                     );
-                    check_value(backend, &row[5 + i], value, topic, &what);
+                    check_value(backend, &row[n_fixed + i], value, topic, &what);
                 }
             }
         }
@@ -561,6 +592,30 @@ pub async fn checkpoint(work: &Workdir, contract: &str) -> Option<i64> {
             .flatten(),
     };
     text.and_then(|t| t.parse().ok())
+}
+
+/// The columns of `table`, in order (empty when it does not exist).
+pub async fn columns(work: &Workdir, table: &str) -> Vec<String> {
+    let mut db = work.reader().await.expect("open the database");
+    db.columns(table).await
+}
+
+/// Runs one statement on the test's database with a writable connection (to stage a database state).
+pub async fn execute(work: &Workdir, sql: &str) {
+    match &work.schema {
+        None => {
+            let mut conn = SqliteConnectOptions::new()
+                .filename(work.db())
+                .connect()
+                .await
+                .expect("open the database");
+            sqlx::query(sql).execute(&mut conn).await.expect(sql);
+        }
+        Some(schema) => {
+            let mut conn = schema.connect().await;
+            sqlx::query(sql).execute(&mut conn).await.expect(sql);
+        }
+    }
 }
 
 /// How many rows `table` holds; `None` while the database or the table does not exist.

@@ -24,6 +24,7 @@ fn log(block: u64, index: u64, emitter: Address, topics: Vec<B256>, data: Vec<u8
         topics,
         data: Bytes::from(data),
         removed: false,
+        block_timestamp: None,
     }
 }
 
