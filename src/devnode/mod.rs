@@ -6,9 +6,10 @@
 //! spec's tables (`json`), its own parameters parsed by geth's rules (`params`).
 //!
 //! Layout: `chain` derives blocks and logs from `(seed, number, fork generation)`; `gen` draws event values and
-//! ABI-encodes them for the contracts of `contracts` (ABIs in `abis/`); `filter` matches logs; `rpc` dispatches
-//! JSON-RPC and applies the limits; `faults` decides injected faults; `server` is the axum front; `stats`
-//! counts; `cli` is `logslice devnode`; `bench` measures the serve rate.
+//! ABI-encodes them for the contracts of `contracts` (ABIs in `abis/`); `factory` plans the opt-in factory's
+//! pairs and their logs; `filter` matches logs; `rpc` dispatches JSON-RPC and applies the limits; `faults`
+//! decides injected faults; `server` is the axum front; `stats` counts; `cli` is `logslice devnode`; `bench`
+//! measures the serve rate.
 
 pub mod bench;
 mod chain;
