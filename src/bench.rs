@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{self, Config};
-use crate::devnode::{contracts, DevNode, DevNodeConfig, GroundTruth};
+use crate::devnode::{contracts, ChainConfig, DevNode, DevNodeConfig, GroundTruth};
 use crate::fetch::Fetched;
 use crate::pipeline::{self, SyncReport, Target};
 use crate::primitives::{BlockRange, Log};
@@ -25,6 +25,10 @@ pub enum Preset {
     /// 2,000,001 blocks at a twentieth of the density: about 750,000 logs in dense bursts and 40 blocks over
     /// the cap, separated by long empty stretches, where fixed ranges waste requests.
     Sparse,
+    /// 100,001 blocks of the default chain plus a Uniswap V2 factory whose pairs multiply to about 1,500
+    /// (most quiet, a few busy), indexed as factory children, with two blocks where the pairs' logs together
+    /// are over the cap while no pair alone is.
+    Factory,
 }
 
 impl Preset {
@@ -34,6 +38,7 @@ impl Preset {
             Preset::Default => (200_000, 1.0),
             Preset::Long => (2_000_000, 1.0),
             Preset::Sparse => (2_000_000, 0.05),
+            Preset::Factory => (ChainConfig::factory_preset().blocks, 1.0),
         }
     }
 }
@@ -138,6 +143,9 @@ pub async fn run(args: &BenchArgs) -> Result<String, Error> {
     let (blocks, density) = args.shape();
     node_config.chain.blocks = blocks;
     node_config.chain.density = density;
+    if args.preset == Preset::Factory {
+        node_config.chain.factory = ChainConfig::factory_preset().factory;
+    }
     node_config.faults.latency = args.latency;
     let (node, url) = match &args.url {
         Some(url) => (None, url.clone()),
@@ -268,6 +276,10 @@ fn write_abis(dir: &Path) -> Result<(), Error> {
         ("erc20.json", contracts::ERC20_ABI_JSON),
         ("uniswap_v2_pair.json", contracts::UNISWAP_V2_PAIR_ABI_JSON),
         ("misc.json", contracts::MISC_ABI_JSON),
+        (
+            "uniswap_v2_factory.json",
+            contracts::UNISWAP_V2_FACTORY_ABI_JSON,
+        ),
     ] {
         std::fs::write(abis.join(file), text).map_err(|e| Error::Setup(format!("{file}: {e}")))?;
     }
@@ -306,6 +318,15 @@ fn load_config(
         contracts::PAIR,
         contracts::MISC,
     );
+    let mut text = text;
+    if args.preset == Preset::Factory {
+        text.push_str(&format!(
+            "\n[[contracts]]\nname = \"v2_factory\"\naddress = \"{:#x}\"\nabi = \"abis/uniswap_v2_factory.json\"\n\n\
+             [[contracts]]\nname = \"v2_pair\"\nabi = \"abis/uniswap_v2_pair.json\"\n\
+             factory = {{ contract = \"v2_factory\", event = \"PairCreated\", parameter = \"pair\" }}\n",
+            contracts::FACTORY
+        ));
+    }
     let path: PathBuf = dir.join(format!("{phase}.toml"));
     config::load_str(&path, &text, &|k| std::env::var(k).ok())
         .map_err(|e| Error::Setup(e.to_string()))

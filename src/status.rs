@@ -54,6 +54,18 @@ pub struct ContractReport {
     pub blocks_behind: Option<u64>,
     /// Its events.
     pub events: Vec<EventStatus>,
+    /// For a contract created by a factory: the factory's name and the children recorded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub factory: Option<FactoryStatus>,
+}
+
+/// The children of a factory-created contract.
+#[derive(Debug, Clone, Serialize)]
+pub struct FactoryStatus {
+    /// The factory's `[[contracts]]` name.
+    pub factory: String,
+    /// Children recorded in `factory_children`.
+    pub children: u64,
 }
 
 /// The whole report.
@@ -183,11 +195,13 @@ fn contracts(
         .contracts
         .iter()
         .map(|contract| {
-            let checkpoint = recorded
-                .iter()
-                .find(|c| c.name == contract.name)
-                .and_then(|c| c.checkpoint);
+            let record = recorded.iter().find(|c| c.name == contract.name);
+            let checkpoint = record.and_then(|c| c.checkpoint);
             ContractReport {
+                factory: contract.factory.as_ref().map(|f| FactoryStatus {
+                    factory: f.contract.clone(),
+                    children: record.map_or(0, |c| c.children),
+                }),
                 name: contract.name.clone(),
                 in_config: true,
                 start_block: contract.start_block,
@@ -210,6 +224,7 @@ fn contracts(
         .filter(|c| !config.contracts.iter().any(|k| k.name == c.name))
     {
         out.push(ContractReport {
+            factory: None,
             name: contract.name.clone(),
             in_config: false,
             start_block: contract.start_block,
@@ -265,11 +280,17 @@ impl std::fmt::Display for Report {
             "behind".into(),
         ]];
         for contract in &self.contracts {
-            let name = if contract.in_config {
+            let mut name = if contract.in_config {
                 contract.name.clone()
             } else {
                 format!("{} (not in config)", contract.name)
             };
+            if let Some(factory) = &contract.factory {
+                name = format!(
+                    "{name} ({} children of {})",
+                    factory.children, factory.factory
+                );
+            }
             let checkpoint = contract
                 .checkpoint
                 .map_or_else(|| "not started".to_owned(), |c| c.to_string());

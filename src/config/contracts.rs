@@ -10,6 +10,7 @@ use alloy_json_abi::{Event, JsonAbi};
 use alloy_primitives::{Address, B256};
 use toml::{Table, Value};
 
+use super::factory::{self, RawFactory};
 use super::reader::{field, Reader};
 use super::{ContractConfig, EventConfig};
 use crate::decode;
@@ -21,6 +22,7 @@ const CONTRACT_KEYS: &[&str] = &[
     "abi",
     "events",
     "start_block",
+    "factory",
 ];
 
 /// Every `[[contracts]]` entry; `base_dir` is the config file's directory (ABI paths are relative to it).
@@ -55,6 +57,8 @@ pub(super) fn contracts(
     let mut table_owners: HashMap<String, String> = HashMap::new();
     // Snake-cased name -> the contract section that has it.
     let mut names: HashMap<String, String> = HashMap::new();
+    // (index in `contracts`, its factory as written): resolved once every entry is read.
+    let mut factories: Vec<(usize, RawFactory)> = Vec::new();
     for (contract_idx, entry) in entries.iter().enumerate() {
         let section = format!("contracts[{contract_idx}]");
         let Value::Table(table) = entry else {
@@ -78,10 +82,12 @@ pub(super) fn contracts(
                 names.insert(name, section.clone());
             }
         }
-        let Some(contract) = contract(reader, &section, table, base_dir, default_start_block)
+        let Some((contract, raw_factory)) =
+            contract(reader, &section, table, base_dir, default_start_block)
         else {
             continue;
         };
+        factories.extend(raw_factory.map(|raw| (contracts.len(), raw)));
         for event in &contract.events {
             if let Some(owner) = table_owners.insert(event.table.clone(), section.clone()) {
                 reader.error(
@@ -93,17 +99,29 @@ pub(super) fn contracts(
         }
         contracts.push(contract);
     }
+    for (child, raw) in factories {
+        if let Some(resolved) = factory::resolve(reader, &contracts, child, &raw) {
+            // Discovery starts where the factory's own indexing does.
+            let parent_start = contracts
+                .iter()
+                .find(|c| c.name == resolved.contract)
+                .map_or(0, |c| c.start_block);
+            contracts[child].start_block = parent_start;
+            contracts[child].factory = Some(resolved);
+        }
+    }
     contracts
 }
 
-/// One entry; `None` when it is too broken to describe (its problems are reported).
+/// One entry, with its `factory` as written; `None` when it is too broken to describe (its problems are
+/// reported).
 fn contract(
     reader: &mut Reader<'_>,
     section: &str,
     table: &Table,
     base_dir: &Path,
     default_start_block: u64,
-) -> Option<ContractConfig> {
+) -> Option<(ContractConfig, Option<RawFactory>)> {
     reader.check_keys(section, table, CONTRACT_KEYS);
     let name = reader
         .required_string(
@@ -128,7 +146,13 @@ fn contract(
                 None
             }
         });
-    let addresses = addresses(reader, section, table);
+    let (addresses, raw_factory) = if table.contains_key("factory") {
+        // Its children are found while indexing; a bad factory still lets the rest be checked.
+        let raw = factory::read(reader, section, table);
+        (raw.is_some().then(Vec::new), raw)
+    } else {
+        (addresses(reader, section, table), None)
+    };
     let start_block = reader.int(table, section, "start_block", default_start_block, 0);
     let events = events(
         reader,
@@ -138,13 +162,17 @@ fn contract(
         name.as_deref().unwrap_or("contract"),
     );
     let (events, named_selectors) = events?;
-    Some(ContractConfig {
-        name: name?,
-        addresses: addresses?,
-        start_block,
-        events,
-        named_selectors,
-    })
+    Some((
+        ContractConfig {
+            name: name?,
+            addresses: addresses?,
+            start_block,
+            events,
+            named_selectors,
+            factory: None,
+        },
+        raw_factory,
+    ))
 }
 
 /// `address` or `addresses`: exactly one, at least one address, deduplicated in file order.

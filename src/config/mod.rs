@@ -20,6 +20,7 @@
 //!   Two contracts whose tables would share a name (`token_a` + `Transfer`, `token` + `ATransfer`) are an error.
 
 mod contracts;
+mod factory;
 mod reader;
 mod secret;
 mod sections;
@@ -176,6 +177,22 @@ pub struct ContractConfig {
     /// `events` signatures when there is no ABI file). A log with one of these topic0s is that event's, so
     /// it never goes to an anonymous event's table.
     pub named_selectors: Vec<B256>,
+    /// `factory`: the contract's addresses are the children this factory announces (then `addresses` is
+    /// empty and `start_block` is the factory contract's).
+    pub factory: Option<FactoryConfig>,
+}
+
+/// Where a factory-created contract's addresses come from: a parameter of an event of another contract.
+#[derive(Debug, Clone)]
+pub struct FactoryConfig {
+    /// The factory's `[[contracts]]` name (snake case).
+    pub contract: String,
+    /// The event that announces a child (one of the factory's indexed events).
+    pub event: Event,
+    /// The parameter that holds the child's address.
+    pub parameter: String,
+    /// Its position among the event's inputs.
+    pub parameter_index: usize,
 }
 
 /// One event of a contract.

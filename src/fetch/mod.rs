@@ -283,9 +283,7 @@ pub async fn run(
                     addresses: selection.addresses,
                     topic0: selection.topic0,
                 };
-                let logs = gate
-                    .run("eth_getLogs", OnSplit::Return, || client.get_logs(&filter))
-                    .await;
+                let logs = get_logs(&client, &gate, &filter).await;
                 Task::Range(range, logs.and_then(|logs| checked(range, &filter, logs)))
             });
         }
@@ -465,9 +463,7 @@ pub(crate) async fn fetch_block_by_filters(
             addresses: selection.addresses.clone(),
             topic0: selection.topic0.clone(),
         };
-        let answer = gate
-            .run("eth_getLogs", OnSplit::Return, || client.get_logs(&filter))
-            .await;
+        let answer = get_logs(client, gate, &filter).await;
         (selection, filter, answer)
     };
     let mut pending = FuturesUnordered::new();
@@ -508,9 +504,54 @@ fn selection_topic(filter: &LogFilter) -> String {
     }
 }
 
+/// Addresses per `eth_getLogs` request: providers refuse filters of more than 5,000 parameters
+/// (`-32602 too many parameters`), and 1,000 keeps a request's body under 50 KB.
+pub const ADDRESSES_PER_REQUEST: usize = 1_000;
+
+/// `eth_getLogs` of `filter` through the gate, in requests of at most [`ADDRESSES_PER_REQUEST`] addresses
+/// (run concurrently, each through the gate), merged in `(block_number, log_index)` order. One refused part
+/// refuses the whole, so the caller splits the range as for one request.
+///
+/// # Errors
+/// Any [`Error`] of a part.
+pub(crate) async fn get_logs(
+    client: &Client,
+    gate: &Gate,
+    filter: &LogFilter,
+) -> Result<Vec<Log>, Error> {
+    if filter.addresses.len() <= ADDRESSES_PER_REQUEST {
+        return gate
+            .run("eth_getLogs", OnSplit::Return, || client.get_logs(filter))
+            .await;
+    }
+    let parts = filter
+        .addresses
+        .chunks(ADDRESSES_PER_REQUEST)
+        .map(|chunk| async move {
+            let part = LogFilter {
+                blocks: filter.blocks,
+                addresses: chunk.to_vec(),
+                topic0: filter.topic0.clone(),
+            };
+            gate.run("eth_getLogs", OnSplit::Return, || client.get_logs(&part))
+                .await
+        });
+    let parts = futures::future::try_join_all(parts).await?;
+    let mut logs: Vec<Log> = parts.into_iter().flatten().collect();
+    logs.sort_by_key(|log| (log.block_number, log.log_index));
+    Ok(logs)
+}
+
 /// Refuses answers that cannot belong to the request (a backend bug would otherwise become a silent gap
 /// or a foreign row), and puts the logs in `(block_number, log_index)` order.
 fn checked(range: BlockRange, filter: &LogFilter, mut logs: Vec<Log>) -> Result<Vec<Log>, Error> {
+    // Thousands of factory children make a list scan per log too slow.
+    let many: Option<std::collections::HashSet<&Address>> =
+        (filter.addresses.len() > 16).then(|| filter.addresses.iter().collect());
+    let requested = |address: &Address| match &many {
+        Some(set) => set.contains(address),
+        None => filter.addresses.contains(address),
+    };
     for log in &logs {
         if !range.contains(log.block_number) {
             return Err(Error::Inconsistent(format!(
@@ -518,7 +559,7 @@ fn checked(range: BlockRange, filter: &LogFilter, mut logs: Vec<Log>) -> Result<
                 log.block_number
             )));
         }
-        if !filter.addresses.contains(&log.address) {
+        if !requested(&log.address) {
             return Err(Error::Inconsistent(format!(
                 "log of {} in block {}, not a requested address",
                 log.address, log.block_number

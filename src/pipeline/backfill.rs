@@ -38,6 +38,7 @@ impl<'a> super::Ctx<'a> {
             tx,
             fetch_cancel.clone(),
         ));
+        let node = self.node.clone();
         let (job, sink, db, observer) = (&self.job, &mut self.sink, &self.db, self.observer);
         // The next batch is decoded while this one commits: the commit's statements run on the database's
         // own thread (SQLite) or server (Postgres), so decoding and encoding here overlap them. Measured on
@@ -69,6 +70,11 @@ impl<'a> super::Ctx<'a> {
                 }
                 if let Some(last) = fetched.last() {
                     observer.fetched(last.range);
+                }
+                // Children announced in these ranges, and those found since a range was asked for, are
+                // fetched for them before they are decoded.
+                if let Err(err) = job.discover(&node, config, &mut fetched).await {
+                    break Err(err);
                 }
                 let batch = match job.build_batch(fetched, &mut decode_report) {
                     Ok(batch) => batch,

@@ -29,10 +29,13 @@ impl Job {
             .last()
             .map(|f| f.range.end())
             .expect("a batch has at least one range");
+        let range = BlockRange::new(first, last);
         let mut batch = Batch {
-            range: BlockRange::new(first, last),
+            range,
+            children: range.map_or_else(Vec::new, |range| self.child_rows(range)),
             ..Batch::default()
         };
+        let children = self.children.read().expect("children lock");
         for log in fetched.into_iter().flat_map(|f| f.logs) {
             if log.removed {
                 // A stale replica's copy of an orphaned block's log: never stored.
@@ -40,7 +43,14 @@ impl Job {
             }
             let log_idx = batch.logs.len();
             let mut matched = false;
-            for &contract_idx in by_address.get(&log.address).into_iter().flatten() {
+            // A factory's child emits for its contract from the block of its creating log on.
+            let emitters = by_address
+                .get(&log.address)
+                .into_iter()
+                .flatten()
+                .copied()
+                .chain(children.emitters(&log.address, log.block_number));
+            for contract_idx in emitters {
                 let contract = &contracts[contract_idx];
                 if contract.next > log.block_number {
                     continue;

@@ -18,7 +18,7 @@ use super::{joined, open_job, Error, Job, Node, SyncReport, Target};
 /// Any [`Error`].
 pub async fn fetch_only(config: &Config, target: Target) -> Result<SyncReport, Error> {
     let started = Instant::now();
-    let node = Node::connect(&config.node, &CancellationToken::new()).await?;
+    let node = std::sync::Arc::new(Node::connect(&config.node, &CancellationToken::new()).await?);
     let job = Job::new(config)?;
     let target = node.resolve(target, config.sync.max_reorg_depth).await?;
     let mut report = SyncReport {
@@ -36,7 +36,10 @@ pub async fn fetch_only(config: &Config, target: Target) -> Result<SyncReport, E
             tx,
             CancellationToken::new(),
         ));
-        while let Some(fetched) = rx.recv().await {
+        while let Some(mut fetched) = rx.recv().await {
+            // Children are fetched as sync fetches them, or the factory preset would measure less work.
+            job.discover(&node, config, std::slice::from_mut(&mut fetched))
+                .await?;
             report.logs += fetched.logs.len() as u64;
             report.batches += 1;
         }
@@ -70,6 +73,7 @@ pub async fn store_only(
     while let Some(chunk) = chunks.next() {
         n_logs += chunk.logs.len();
         report.target = chunk.range.end();
+        job.note_children(std::slice::from_ref(&chunk));
         pending.push(chunk);
         if n_logs >= config.sync.max_batch_logs || chunks.peek().is_none() {
             let started = Instant::now();
@@ -99,7 +103,7 @@ pub async fn store_only(
 /// Any [`Error`].
 pub async fn naive_sync(config: &Config, target: Target, span: u64) -> Result<SyncReport, Error> {
     let started = Instant::now();
-    let node = Node::connect(&config.node, &CancellationToken::new()).await?;
+    let node = std::sync::Arc::new(Node::connect(&config.node, &CancellationToken::new()).await?);
     let (mut sink, db, job) = open_job(config, None).await?;
     let db_error = |source| Error::Database {
         database: db.clone(),
@@ -113,7 +117,7 @@ pub async fn naive_sync(config: &Config, target: Target, span: u64) -> Result<Sy
     let Some(mut next) = job.start(target) else {
         return Ok(report);
     };
-    let selection = job.selector()(BlockRange::new(next, target).expect("start <= target"));
+    let select = job.selector();
     let mut todo: Vec<BlockRange> = Vec::new();
     while next <= target || !todo.is_empty() {
         let range = todo.pop().unwrap_or_else(|| {
@@ -122,12 +126,15 @@ pub async fn naive_sync(config: &Config, target: Target, span: u64) -> Result<Sy
             next = range.end() + 1;
             range
         });
+        let selection = select(range);
         match node
             .get_logs(crate::rpc::Blocks::Range(range), &selection)
             .await
         {
             Ok(logs) => {
-                let batch = job.build_batch(vec![Fetched { range, logs }], &mut report)?;
+                let mut fetched = vec![Fetched { range, logs }];
+                job.discover(&node, config, &mut fetched).await?;
+                let batch = job.build_batch(fetched, &mut report)?;
                 sink.commit(&batch).await.map_err(db_error)?;
                 report.committed(&batch);
             }
@@ -145,7 +152,9 @@ pub async fn naive_sync(config: &Config, target: Target, span: u64) -> Result<Sy
                     )
                     .await
                     .map_err(node.error())?;
-                    let batch = job.build_batch(vec![Fetched { range, logs }], &mut report)?;
+                    let mut fetched = vec![Fetched { range, logs }];
+                    job.discover(&node, config, &mut fetched).await?;
+                    let batch = job.build_batch(fetched, &mut report)?;
                     sink.commit(&batch).await.map_err(db_error)?;
                     report.committed(&batch);
                 }

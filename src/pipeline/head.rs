@@ -21,6 +21,9 @@ use super::{Error, Node};
 /// above `finalized` replaced 64 requests with one.
 const HEADERS_PER_BATCH: u64 = 100;
 
+/// What a range is fetched with, asked afresh for each request (children are found while fetching).
+pub(super) type Selector = Arc<dyn Fn(BlockRange) -> Selection + Send + Sync>;
+
 /// What the node said about a span of blocks above finality.
 pub(super) struct HeadRead {
     /// The blocks asked for.
@@ -51,7 +54,7 @@ pub(super) struct HeadLogs {
 pub(super) async fn read(
     node: Arc<Node>,
     planner: impl FnOnce(BlockRange) -> Planner,
-    selector: Arc<dyn Fn(BlockRange) -> Selection + Send + Sync>,
+    selector: Selector,
     interests: Vec<follow::Interest>,
     span: BlockRange,
 ) -> Result<HeadRead, Error> {
@@ -75,10 +78,10 @@ pub(super) async fn read(
 
 /// The logs of `range`: one request, which near the head usually carries them all; when the node refuses it
 /// (a dense stretch), the range is planned like any other, never walked block by block.
-async fn fetch_logs(
+pub(super) async fn fetch_logs(
     node: &Arc<Node>,
     planner: Planner,
-    selector: &Arc<dyn Fn(BlockRange) -> Selection + Send + Sync>,
+    selector: &Selector,
     range: BlockRange,
 ) -> Result<Vec<Log>, Error> {
     let selection = selector(range);

@@ -2,7 +2,7 @@
 //! filter each range is fetched with. Knows no node and no database beyond the sink calls that prepare it.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 use alloy_primitives::{Address, B256};
 
@@ -14,6 +14,7 @@ use crate::planner::{Planner, PlannerConfig};
 use crate::primitives::{BlockNumber, BlockRange};
 use crate::sink::{self, ContractSpec, Sink, TableSpec};
 
+use super::discover::{Child, Children, Factory};
 use super::Error;
 
 /// One configured contract at run time.
@@ -44,6 +45,10 @@ pub struct Job {
     specs: Vec<ContractSpec>,
     pub(super) by_address: HashMap<Address, Vec<usize>>,
     pub(super) strict: bool,
+    /// The factories of contracts created by one.
+    pub(super) factories: Vec<Factory>,
+    /// Their children found so far (shared with the selections of concurrent fetches).
+    pub(super) children: Arc<RwLock<Children>>,
 }
 
 impl Job {
@@ -75,7 +80,21 @@ impl Job {
                     (None, _) => selectors = None,
                     (Some(_), None) => {}
                 }
-                events.push(format!("{} -> {}", decoder.signature(), event.table));
+                // A child contract's events record where its addresses come from: changing the factory is
+                // refused like changing an address (its rows would belong to other children).
+                let source = contract.factory.as_ref().map_or(String::new(), |f| {
+                    format!(
+                        " of children of {}.{}.{}",
+                        f.contract,
+                        f.event.signature(),
+                        f.parameter
+                    )
+                });
+                events.push(format!(
+                    "{}{source} -> {}",
+                    decoder.signature(),
+                    event.table
+                ));
                 tables.push(TableSpec {
                     name: event.table.clone(),
                     columns: decoder.columns().to_vec(),
@@ -106,6 +125,34 @@ impl Job {
                 by_address.entry(*address).or_default().push(idx);
             }
         }
+        let mut factories = Vec::new();
+        for (child, contract) in config.contracts.iter().enumerate() {
+            let Some(factory) = &contract.factory else {
+                continue;
+            };
+            let parent = config
+                .contracts
+                .iter()
+                .position(|c| c.name == factory.contract)
+                .ok_or_else(|| {
+                    Error::Config(format!(
+                        "{}: contracts.{}.factory: no contract {}",
+                        config.source.display(),
+                        contract.name,
+                        factory.contract
+                    ))
+                })?;
+            let addresses = config.contracts[parent].addresses.clone();
+            factories.push(
+                Factory::new(factory, child, parent, addresses).map_err(|e| {
+                    Error::Config(format!(
+                        "{}: contracts.{}.factory: {e}",
+                        config.source.display(),
+                        contract.name
+                    ))
+                })?,
+            );
+        }
         Ok(Self {
             contracts: Arc::new(contracts),
             decoders,
@@ -113,6 +160,8 @@ impl Job {
             specs,
             by_address,
             strict: config.sync.strict,
+            factories,
+            children: Arc::default(),
         })
     }
 
@@ -122,9 +171,28 @@ impl Job {
         self.reload(sink).await
     }
 
-    /// Sets every contract's next block from the checkpoints (after a commit elsewhere or a rollback).
+    /// Sets every contract's next block from the checkpoints, and the children from `factory_children`
+    /// (after a commit elsewhere or a rollback).
     pub(super) async fn reload(&mut self, sink: &Sink) -> Result<(), sink::Error> {
         let checkpoints = sink.checkpoints().await?;
+        if !self.factories.is_empty() {
+            let mut children = Children::default();
+            for row in sink.factory_children().await? {
+                let Some(contract) = self.contracts.iter().position(|c| c.name == row.contract)
+                else {
+                    continue;
+                };
+                children.register(Child {
+                    contract,
+                    address: row.address,
+                    block_number: row.block_number,
+                    block_hash: row.block_hash,
+                    log_index: row.log_index,
+                    factory_address: row.factory_address,
+                });
+            }
+            *self.children.write().expect("children lock") = children;
+        }
         for contract in Arc::make_mut(&mut self.contracts) {
             contract.next = checkpoints
                 .get(&contract.name)
@@ -142,8 +210,13 @@ impl Job {
         }
     }
 
-    /// What the bloom check looks for.
+    /// What the bloom check looks for: every contract's addresses and every child known.
     pub(super) fn interests(&self) -> Vec<follow::Interest> {
+        let children = self.children.read().expect("children lock");
+        let child_interests = children.list.iter().map(|c| follow::Interest {
+            address: c.address,
+            topic0: self.contracts[c.contract].selectors.clone(),
+        });
         self.contracts
             .iter()
             .flat_map(|c| {
@@ -152,6 +225,7 @@ impl Job {
                     topic0: c.selectors.clone(),
                 })
             })
+            .chain(child_interests)
             .collect()
     }
 
@@ -204,7 +278,19 @@ impl Job {
 
     pub(super) fn selector(&self) -> Arc<dyn Fn(BlockRange) -> Selection + Send + Sync> {
         let contracts = self.contracts.clone();
-        Arc::new(move |range: BlockRange| selection(&contracts, range))
+        let children = self.children.clone();
+        // What a factory announces children with: the factories whose children's contract has joined.
+        let creators: Vec<(usize, usize, B256)> = self
+            .factories
+            .iter()
+            .map(|f| (f.child, f.parent, f.selector))
+            .collect();
+        Arc::new(move |range: BlockRange| {
+            let mut children = children.write().expect("children lock");
+            // Under the same lock as the read below: the selection covers exactly the children counted.
+            children.selected(range.start());
+            selection(&contracts, &children, &creators, range)
+        })
     }
 }
 
@@ -221,14 +307,37 @@ fn head_span(
     BlockRange::new(start, end)
 }
 
-/// The filter for a range: every contract that has joined by its start.
-fn selection(contracts: &[Contract], range: BlockRange) -> Selection {
+/// The filter for a range: every contract that has joined by its start, with the children known of those
+/// created by a factory (created by the range's end), and the factory of such a contract even when the
+/// factory itself has not joined (its announcing event only: the children are found in it).
+fn selection(
+    contracts: &[Contract],
+    children: &Children,
+    creators: &[(usize, usize, B256)],
+    range: BlockRange,
+) -> Selection {
     let mut addresses: Vec<Address> = Vec::new();
     let mut topic0: Option<Vec<B256>> = Some(Vec::new());
     let mut pairs: Vec<(Address, B256)> = Vec::new();
-    for contract in contracts.iter().filter(|c| c.next <= range.start()) {
-        addresses.extend(&contract.addresses);
-        for &address in &contract.addresses {
+    let joined = |c: &Contract| c.next <= range.start();
+    for &(child, parent, selector) in creators {
+        if joined(&contracts[child]) && !joined(&contracts[parent]) {
+            addresses.extend(&contracts[parent].addresses);
+            if let Some(all) = topic0.as_mut() {
+                all.push(selector);
+            }
+        }
+    }
+    for (idx, contract) in contracts.iter().enumerate().filter(|(_, c)| joined(c)) {
+        let found;
+        let contract_addresses = if creators.iter().any(|&(child, _, _)| child == idx) {
+            found = children.addresses_of(idx, range.end());
+            &found
+        } else {
+            &contract.addresses
+        };
+        addresses.extend(contract_addresses);
+        for &address in contract_addresses {
             pairs.extend(contract.event_topics.iter().map(|&t| (address, t)));
         }
         match (&contract.selectors, topic0.as_mut()) {

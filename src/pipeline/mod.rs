@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 mod backfill;
 mod batch;
 mod bench_modes;
+mod discover;
 mod head;
 mod job;
 mod near_head;

@@ -53,6 +53,7 @@ impl<'a> super::Ctx<'a> {
                     ancestor = candidate.number,
                     logs = removed.logs,
                     typed_rows = removed.typed_rows,
+                    children = removed.children,
                     "reorg: rolled back"
                 );
                 observe::record_reorg(depth);
@@ -132,10 +133,33 @@ impl<'a> super::Ctx<'a> {
             Ok(logs) => logs,
             Err(why) => return Ok(Step::Retry(why)),
         };
+        // Children announced in these blocks, or found since they were read, are fetched for them; what is
+        // filled in must be of the same blocks as the headers, or the node moved under the read.
+        let mut read_logs = [Fetched {
+            range: BlockRange::new(start, last).expect("headers start at the span"),
+            logs: logs.kept,
+        }];
+        self.job
+            .discover(&self.node, self.config, &mut read_logs)
+            .await?;
+        let [Fetched { logs: kept, .. }] = read_logs;
+        if let Some(log) = kept.iter().find(|log| {
+            headers
+                .iter()
+                .find(|h| h.number == log.block_number)
+                .is_none_or(|h| h.hash != log.block_hash)
+        }) {
+            let why = format!(
+                "a factory child's log of block {} is not of the header read (the node moved)",
+                log.block_number
+            );
+            self.job.reload(&self.sink).await.map_err(self.db_error())?;
+            return Ok(Step::Retry(why));
+        }
         // Committed in batches of about `max_batch_logs`, a block never split: each batch keeps its blocks'
         // hashes, so a reorg after any of them is seen by the next step.
         let mut removed = Some(logs.removed);
-        let mut logs = logs.kept.into_iter().peekable();
+        let mut logs = kept.into_iter().peekable();
         let mut from = start;
         while from <= last {
             let mut part: Vec<crate::primitives::Log> = Vec::new();

@@ -162,11 +162,7 @@ impl Node {
             addresses: selection.addresses.clone(),
             topic0: selection.topic0.clone(),
         };
-        self.gate
-            .run("eth_getLogs", OnSplit::Return, || {
-                self.client.get_logs(&filter)
-            })
-            .await
+        fetch::get_logs(&self.client, &self.gate, &filter).await
     }
 
     /// `eth_getBlockByNumber(tag, false)` through the gate: `None` when the node does not know the block.

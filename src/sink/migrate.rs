@@ -8,18 +8,32 @@ use sqlx::error::BoxDynError;
 use sqlx::migrate::{Migration, MigrationSource, MigrationType, Migrator};
 
 /// `(version, description, sql)` of every SQLite migration, in order.
-pub(super) const SQLITE: &[(i64, &str, &str)] = &[(
-    1,
-    "init",
-    include_str!("../../migrations/sqlite/0001_init.sql"),
-)];
+pub(super) const SQLITE: &[(i64, &str, &str)] = &[
+    (
+        1,
+        "init",
+        include_str!("../../migrations/sqlite/0001_init.sql"),
+    ),
+    (
+        3,
+        "factory children",
+        include_str!("../../migrations/sqlite/0003_factory_children.sql"),
+    ),
+];
 
 /// `(version, description, sql)` of every Postgres migration, in order; numbered like [`SQLITE`].
-pub(super) const POSTGRES: &[(i64, &str, &str)] = &[(
-    1,
-    "init",
-    include_str!("../../migrations/postgres/0001_init.sql"),
-)];
+pub(super) const POSTGRES: &[(i64, &str, &str)] = &[
+    (
+        1,
+        "init",
+        include_str!("../../migrations/postgres/0001_init.sql"),
+    ),
+    (
+        3,
+        "factory children",
+        include_str!("../../migrations/postgres/0003_factory_children.sql"),
+    ),
+];
 
 #[derive(Debug)]
 struct Embedded(&'static [(i64, &'static str, &'static str)]);

@@ -159,6 +159,25 @@ pub struct Batch {
     pub forget_blocks_below: Option<BlockNumber>,
     /// Logs the node reported `removed: true`: deleted if present, never inserted.
     pub removed: Vec<LogKey>,
+    /// Factory children created in the batch's blocks (`factory_children`; kept if already recorded).
+    pub children: Vec<ChildRow>,
+}
+
+/// A contract created by a factory, as `factory_children` records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChildRow {
+    /// The `[[contracts]]` entry it belongs to.
+    pub contract: String,
+    /// Its address.
+    pub address: Address,
+    /// Block of the creating log.
+    pub block_number: BlockNumber,
+    /// That block's hash.
+    pub block_hash: B256,
+    /// The creating log's index.
+    pub log_index: u64,
+    /// The factory that emitted the creating log.
+    pub factory_address: Address,
 }
 
 impl Batch {
@@ -188,6 +207,8 @@ pub struct RollbackReport {
     pub typed_rows: u64,
     /// Remembered blocks forgotten.
     pub blocks: u64,
+    /// Factory children forgotten (their creating log was orphaned).
+    pub children: u64,
 }
 
 /// A contract as the database records it, for `logslice status`: read-only, no config needed.
@@ -203,6 +224,8 @@ pub struct ContractStatus {
     pub checkpoint: Option<BlockNumber>,
     /// Its event tables.
     pub tables: Vec<TableStatus>,
+    /// Children recorded in `factory_children` (a contract created by a factory; 0 otherwise).
+    pub children: u64,
 }
 
 /// One event table of a [`ContractStatus`].
@@ -301,6 +324,14 @@ impl Sink {
             Sink::Sqlite(s) => s.commit(batch, &bookkeeping).await,
             Sink::Postgres(s) => s.commit(batch, &bookkeeping).await,
         }
+    }
+
+    /// Every factory child recorded, in the order they were created.
+    ///
+    /// # Errors
+    /// [`Error::Query`]; [`Error::Invalid`] naming the row when one cannot be right.
+    pub async fn factory_children(&self) -> Result<Vec<ChildRow>, Error> {
+        read::factory_children(self).await
     }
 
     /// The remembered blocks above finality, by number.

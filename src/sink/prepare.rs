@@ -48,6 +48,7 @@ pub(super) async fn prepare(
     for contract in contracts {
         if let Some(record) = recorded.iter().find(|r| r.name == contract.name) {
             check_addresses(contract, record)?;
+            check_events(contract, record)?;
         }
     }
     let mut statements: Vec<Statement> = tables
@@ -161,6 +162,32 @@ fn check_addresses(contract: &ContractSpec, record: &ContractRecord) -> Result<(
         json(&configured),
         name = contract.name,
     )))
+}
+
+/// Refuses a contract with a checkpoint whose table is recorded for another event, or for the same event
+/// from another source (a factory child's events record their factory): its rows were chosen by the old one,
+/// and the blocks below the checkpoint would never be read again for the new one.
+fn check_events(contract: &ContractSpec, record: &ContractRecord) -> Result<(), Error> {
+    if record.checkpoint.is_none() {
+        return Ok(());
+    }
+    for configured in &contract.events {
+        let Some((event, table)) = read::split_event_record(configured) else {
+            continue;
+        };
+        let Some((before, _)) = record.events.iter().find(|(_, t)| *t == table) else {
+            continue;
+        };
+        if *before != event {
+            return Err(Error::Mismatch(format!(
+                "table {table} of contract {name} was indexed for \"{before}\" and the config now says \"{event}\": \
+                 run `logslice sync --reindex {name} --to ...` to drop what was indexed for it and index it again \
+                 from its start_block, or restore the old setting",
+                name = contract.name,
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// `CREATE TABLE IF NOT EXISTS` of a typed table: the fixed columns, one per parameter, the unique key.

@@ -11,12 +11,12 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Display;
 
-use alloy_primitives::B256;
+use alloy_primitives::{Address, B256};
 
 use super::write::Param;
 use super::{
-    hex, quote_ident, BlockNumber, ContractStatus, Error, Sink, TableStatus, TrackedBlock,
-    META_CHAIN_ID,
+    hex, quote_ident, BlockNumber, ChildRow, ContractStatus, Error, Sink, TableStatus,
+    TrackedBlock, META_CHAIN_ID,
 };
 
 /// Why a value that cannot be right is in the database, and what to do about it.
@@ -83,6 +83,19 @@ impl Record {
         number(&text).ok_or_else(|| self.invalid(not_a_number(column, &text, what)))
     }
 
+    /// The next column, `0x` and `len` bytes of hex (a hash, an address).
+    fn hex_bytes(&mut self, column: &str, len: usize) -> Result<Vec<u8>, Error> {
+        let text = self.text(column)?;
+        match hex::decode(&text) {
+            Ok(bytes) if bytes.len() == len => Ok(bytes),
+            _ => Err(self.invalid(format!(
+                "{column} holds {}, not 0x and {} hex digits: {NOT_WRITTEN_BY_LOGSLICE}",
+                shown(&text),
+                2 * len
+            ))),
+        }
+    }
+
     /// The next column, text, is the row's key.
     fn key_text(&mut self, column: &str) -> Result<String, Error> {
         let text = self.text(column)?;
@@ -128,6 +141,38 @@ pub(super) async fn checkpoints(sink: &Sink) -> Result<HashMap<String, BlockNumb
             let mut record = Record::new("checkpoints", cells);
             let contract = record.key_text("contract")?;
             Ok((contract, record.number("block_number", "a block number")?))
+        })
+        .collect()
+}
+
+/// Every factory child the database records, in the order they were created.
+pub(super) async fn factory_children(sink: &Sink) -> Result<Vec<ChildRow>, Error> {
+    let rows = sink
+        .fetch(
+            "reading factory children",
+            "SELECT contract, address, CAST(block_number AS TEXT), block_hash, CAST(log_index AS TEXT), \
+             factory_address FROM factory_children \
+             ORDER BY factory_children.block_number, factory_children.log_index, contract",
+            &[],
+        )
+        .await?;
+    rows.into_iter()
+        .map(|cells| {
+            let mut record = Record::new("factory_children", cells);
+            let contract = record.key_text("contract")?;
+            let address = Address::from_slice(&record.hex_bytes("address", 20)?);
+            record.row = format!(
+                "contract = {contract:?}, address = {}",
+                hex::encode(address)
+            );
+            Ok(ChildRow {
+                contract,
+                address,
+                block_number: record.number("block_number", "a block number")?,
+                block_hash: B256::from_slice(&record.hex_bytes("block_hash", 32)?),
+                log_index: record.number("log_index", "a log index")?,
+                factory_address: Address::from_slice(&record.hex_bytes("factory_address", 20)?),
+            })
         })
         .collect()
 }
@@ -355,7 +400,21 @@ pub(super) async fn status(sink: &Sink) -> Result<Vec<ContractStatus>, Error> {
             let rows = row_count(sink, &table).await?;
             tables.push(TableStatus { event, table, rows });
         }
+        let children = sink
+            .fetch(
+                "counting factory children",
+                "SELECT CAST(count(*) AS TEXT) FROM factory_children WHERE contract = $1",
+                &[Param::Text(record.name.clone())],
+            )
+            .await?;
+        let children = match children.into_iter().next() {
+            Some(cells) => {
+                Record::new("factory_children", cells).number("count(*)", "a row count")?
+            }
+            None => 0,
+        };
         out.push(ContractStatus {
+            children,
             name: record.name,
             addresses: record.addresses,
             start_block: record.start_block,

@@ -11,7 +11,7 @@ use crate::primitives::LogKey;
 
 use super::read::{self, invalid, ContractRecord};
 use super::{
-    hex, quote_ident, to_i64, Batch, BlockNumber, Error, ReindexReport, ReindexSpec,
+    hex, quote_ident, to_i64, Batch, BlockNumber, ChildRow, Error, ReindexReport, ReindexSpec,
     RollbackReport, Sink, TableSpec,
 };
 
@@ -143,6 +143,27 @@ pub(super) fn check(tables: &[TableSpec], batch: &Batch) -> Result<(), Error> {
             i64::MAX,
         )?;
     }
+    for child in &batch.children {
+        let row = format!(
+            "contract = {:?}, address = {}",
+            child.contract,
+            hex::encode(child.address)
+        );
+        int(
+            "factory_children",
+            &row,
+            "block_number",
+            child.block_number,
+            i64::MAX,
+        )?;
+        int(
+            "factory_children",
+            &row,
+            "log_index",
+            child.log_index,
+            MAX_INDEX,
+        )?;
+    }
     for checkpoint in &batch.checkpoints {
         let row = format!("contract = {:?}", checkpoint.contract);
         int(
@@ -229,6 +250,22 @@ pub(super) fn bookkeeping(tables: &[TableSpec], batch: &Batch) -> Vec<Statement>
             vec![Param::Int(to_i64(below))],
         ));
     }
+    for child in &batch.children {
+        statements.push(Statement::new(
+            "recording a factory child",
+            "INSERT INTO factory_children \
+             (contract, address, block_number, block_hash, log_index, factory_address) \
+             VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (contract, address) DO NOTHING",
+            vec![
+                Param::Text(child.contract.clone()),
+                Param::Text(hex::encode(child.address)),
+                Param::Int(to_i64(child.block_number)),
+                Param::Text(hex::encode(child.block_hash)),
+                Param::Int(to_i64(child.log_index)),
+                Param::Text(hex::encode(child.factory_address)),
+            ],
+        ));
+    }
     for checkpoint in &batch.checkpoints {
         statements.push(Statement::new(
             "moving a checkpoint",
@@ -267,6 +304,11 @@ pub(super) async fn rollback(
         statements.push(delete_above("rolling back typed rows", &table.name));
     }
     statements.push(delete_above("forgetting orphaned blocks", "block_hashes"));
+    // A child whose creating log is orphaned goes; its rows above the ancestor went with the logs above.
+    statements.push(delete_above(
+        "forgetting orphaned factory children",
+        "factory_children",
+    ));
     statements.push(Statement::new(
         "moving checkpoints back",
         "UPDATE checkpoints SET block_number = $1 WHERE block_number > $1",
@@ -284,6 +326,7 @@ pub(super) async fn rollback(
         logs: deleted[0],
         typed_rows: deleted[1..=n_typed].iter().sum(),
         blocks: deleted[n_typed + 1],
+        children: deleted[n_typed + 2],
     })
 }
 
@@ -293,7 +336,8 @@ pub(super) async fn reindex(
     contracts: &[ReindexSpec],
 ) -> Result<ReindexReport, Error> {
     let recorded = read::contract_records(sink, |_| true).await?;
-    let (addresses, tables) = reindex_plan(contracts, &recorded)?;
+    let children = read::factory_children(sink).await?;
+    let (addresses, tables) = reindex_plan(contracts, &recorded, &children)?;
     let mut report = ReindexReport::default();
     for table in tables {
         if read::table_exists(sink, &table).await? {
@@ -319,6 +363,7 @@ pub(super) async fn reindex(
         for sql in [
             "DELETE FROM checkpoints WHERE contract = $1",
             "DELETE FROM contracts WHERE name = $1",
+            "DELETE FROM factory_children WHERE contract = $1",
         ] {
             let name = Param::Text(contract.name.clone());
             statements.push(Statement::new("forgetting a contract", sql, vec![name]));
@@ -330,7 +375,8 @@ pub(super) async fn reindex(
     Ok(report)
 }
 
-/// What a reindex of `contracts` deletes: every configured and recorded address and typed table of them.
+/// What a reindex of `contracts` deletes: every configured and recorded address (a factory's children
+/// included) and typed table of them.
 ///
 /// # Errors
 /// [`Error::Mismatch`] when a recorded contract that stays shares one of the addresses (its raw rows would
@@ -338,6 +384,7 @@ pub(super) async fn reindex(
 fn reindex_plan(
     contracts: &[ReindexSpec],
     recorded: &[ContractRecord],
+    children: &[ChildRow],
 ) -> Result<(Vec<String>, Vec<String>), Error> {
     let reindexed = |name: &str| contracts.iter().any(|c| c.name == name);
     let mut addresses: Vec<String> = Vec::new();
@@ -345,6 +392,9 @@ fn reindex_plan(
     for contract in contracts {
         addresses.extend(contract.addresses.iter().map(hex::encode));
         tables.extend(contract.tables.iter().cloned());
+    }
+    for child in children.iter().filter(|c| reindexed(&c.contract)) {
+        addresses.push(hex::encode(child.address));
     }
     for record in recorded.iter().filter(|r| reindexed(&r.name)) {
         addresses.extend(record.addresses.iter().cloned());

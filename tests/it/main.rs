@@ -4,6 +4,7 @@ mod anon;
 mod devnode;
 mod devnode_factory;
 mod devnode_limits;
+mod factory;
 mod finality;
 mod follow;
 mod ops;

@@ -1,0 +1,169 @@
+use alloy_json_abi::Event;
+use alloy_primitives::{Address, Bytes, B256, U256};
+
+use super::{merge, Child, Children, Factory};
+use crate::config::FactoryConfig;
+use crate::primitives::{BlockRange, Log};
+
+fn address(n: u8) -> Address {
+    Address::repeat_byte(n)
+}
+
+fn word(address: Address) -> B256 {
+    B256::left_padding_from(address.as_slice())
+}
+
+fn log(block: u64, index: u64, emitter: Address, topics: Vec<B256>, data: Vec<u8>) -> Log {
+    Log {
+        block_number: block,
+        block_hash: B256::repeat_byte(block as u8),
+        transaction_hash: B256::repeat_byte(0xee),
+        transaction_index: 0,
+        log_index: index,
+        address: emitter,
+        topics,
+        data: Bytes::from(data),
+        removed: false,
+    }
+}
+
+fn factory(signature: &str, parameter: &str) -> Factory {
+    let event = Event::parse(signature).expect("a signature");
+    let parameter_index = event
+        .inputs
+        .iter()
+        .position(|p| p.name == parameter)
+        .expect("the parameter");
+    let config = FactoryConfig {
+        contract: "factory".into(),
+        event,
+        parameter: parameter.into(),
+        parameter_index,
+    };
+    Factory::new(&config, 1, 0, vec![address(0xfa)]).expect("resolves")
+}
+
+#[test]
+fn a_child_address_is_read_from_the_data_or_from_a_topic() {
+    // Uniswap V2: PairCreated(address indexed token0, address indexed token1, address pair, uint)
+    let pairs = factory(
+        "event PairCreated(address indexed token0, address indexed token1, address pair, uint256 index)",
+        "pair",
+    );
+    let mut data = word(address(0x77)).to_vec();
+    data.extend(B256::from(U256::from(5)).as_slice());
+    let topics = vec![pairs.selector, word(address(1)), word(address(2))];
+    let created = log(10, 3, address(0xfa), topics.clone(), data.clone());
+    let child = pairs.child_of(&created).expect("a child");
+    assert_eq!(
+        child,
+        Child {
+            contract: 1,
+            address: address(0x77),
+            block_number: 10,
+            block_hash: created.block_hash,
+            log_index: 3,
+            factory_address: address(0xfa),
+        }
+    );
+    // Another emitter, another event, or data that does not decode announce nothing.
+    assert_eq!(
+        pairs.child_of(&log(10, 3, address(0xfb), topics.clone(), data.clone())),
+        None
+    );
+    let mut other = topics.clone();
+    other[0] = B256::repeat_byte(9);
+    assert_eq!(
+        pairs.child_of(&log(10, 3, address(0xfa), other, data)),
+        None
+    );
+    assert_eq!(
+        pairs.child_of(&log(10, 3, address(0xfa), topics, vec![1, 2])),
+        None
+    );
+
+    // Safe-style: ProxyCreation(address indexed proxy, address singleton)
+    let proxies = factory(
+        "event ProxyCreation(address indexed proxy, address singleton)",
+        "proxy",
+    );
+    let topics = vec![proxies.selector, word(address(0x55))];
+    let child = proxies
+        .child_of(&log(
+            4,
+            0,
+            address(0xfa),
+            topics,
+            word(address(0x66)).to_vec(),
+        ))
+        .expect("a child");
+    assert_eq!(child.address, address(0x55));
+}
+
+fn child(n: u8, block: u64) -> Child {
+    Child {
+        contract: 1,
+        address: address(n),
+        block_number: block,
+        block_hash: B256::ZERO,
+        log_index: 0,
+        factory_address: address(0xfa),
+    }
+}
+
+#[test]
+fn a_range_counts_the_children_its_selections_covered() {
+    let mut children = Children::default();
+    let range = |a, b| BlockRange::new(a, b).expect("a range");
+    children.selected(0); // covers none
+    assert!(children.register(child(1, 5)));
+    assert!(
+        !children.register(child(1, 7)),
+        "one address, one child per contract"
+    );
+    children.selected(100); // covers one
+    children.selected(200);
+    assert!(children.register(child(2, 150)));
+    children.selected(150); // a piece of the range from 100, selected later: covers two
+    assert_eq!(children.covered(range(0, 99)), 0);
+    // The range from 100 was cut in two; each piece counts its own selections and those before it.
+    assert_eq!(children.covered(range(100, 149)), 1);
+    assert_eq!(
+        children.covered(range(150, 199)),
+        2,
+        "a piece asked for on its own"
+    );
+    children.selected(250);
+    // A range that holds selections made at different times counts the fewest; a piece that was never
+    // selected on its own counts the selection it came from.
+    assert_eq!(children.covered(range(200, 260)), 1);
+    assert_eq!(children.covered(range(261, 300)), 2);
+    // Asked again for the same start later, the fewest stands.
+    children.selected(301);
+    children.register(child(3, 400));
+    children.selected(301);
+    assert_eq!(children.covered(range(301, 500)), 2);
+}
+
+#[test]
+fn a_child_emits_for_its_contract_from_the_block_of_its_creating_log() {
+    let mut children = Children::default();
+    children.register(child(1, 10));
+    let mut other = child(1, 20);
+    other.contract = 2;
+    children.register(other);
+    assert!(children.emitters(&address(1), 9).is_empty());
+    assert_eq!(children.emitters(&address(1), 10), vec![1]);
+    assert_eq!(children.emitters(&address(1), 20), vec![1, 2]);
+    assert_eq!(children.addresses_of(1, 9), Vec::<Address>::new());
+    assert_eq!(children.addresses_of(1, 10), vec![address(1)]);
+}
+
+#[test]
+fn filled_logs_merge_in_order_without_duplicates() {
+    let at = |block, index| log(block, index, address(1), Vec::new(), Vec::new());
+    let mut logs = vec![at(1, 0), at(1, 5), at(3, 0)];
+    merge(&mut logs, vec![at(1, 2), at(1, 5), at(2, 0)]);
+    let keys: Vec<(u64, u64)> = logs.iter().map(|l| (l.block_number, l.log_index)).collect();
+    assert_eq!(keys, vec![(1, 0), (1, 2), (1, 5), (2, 0), (3, 0)]);
+}
