@@ -6,9 +6,10 @@
 //! spec's tables (`json`), its own parameters parsed by geth's rules (`params`).
 //!
 //! Layout: `chain` derives blocks and logs from `(seed, number, fork generation)`; `gen` draws event values and
-//! ABI-encodes them for the contracts of `contracts` (ABIs in `abis/`); `filter` matches logs; `rpc` dispatches
-//! JSON-RPC and applies the limits; `faults` decides injected faults; `server` is the axum front; `stats`
-//! counts; `cli` is `logslice devnode`; `bench` measures the serve rate.
+//! ABI-encodes them for the contracts of `contracts` (ABIs in `abis/`); `factory` plans the opt-in factory's
+//! pairs and their logs; `filter` matches logs; `rpc` dispatches JSON-RPC and applies the limits; `faults`
+//! decides injected faults; `server` is the axum front; `stats` counts; `cli` is `logslice devnode`; `bench`
+//! measures the serve rate.
 
 pub mod bench;
 mod chain;
@@ -333,15 +334,14 @@ impl GroundTruth {
         if from > to {
             return Vec::new();
         }
+        // A pair is created at its due height or, after a reorg, up to `MAX_DELAY` blocks later.
+        let candidates = factory.candidates_at(from.max(1)).start..factory.first_due_from(to + 1);
+        let heights: std::collections::BTreeSet<u64> = candidates
+            .filter_map(|k| factory.creation_height(k, state.gen(factory.due_block(k))))
+            .filter(|height| (from..=to).contains(height))
+            .collect();
         let mut children = Vec::new();
-        let mut number = 0;
-        for k in factory.first_due_from(from.max(1))..factory.first_due_from(to + 1) {
-            // Pairs due at one height share its plan; a height with no pair created is skipped whole.
-            let due = factory.due_block(k);
-            if due == number || !factory.is_created(k, state.gen(due)) {
-                continue;
-            }
-            number = due;
+        for number in heights {
             let header = self.chain.header(&state, number);
             let plan = self.chain.plan(number, header.gen, &state);
             for (log_index, planned) in plan.logs.iter().enumerate() {

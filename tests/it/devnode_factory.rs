@@ -168,7 +168,7 @@ async fn blooms_cover_the_factory_and_its_children() {
 }
 
 /// Goal: a reorg regenerates the factory's blocks: children created in orphaned blocks vanish or are
-/// created again at their height, the served logs follow the new fork, and no child emits without a
+/// created again at their height or a few blocks later, the served logs follow the new fork, and no child emits without a
 /// canonical creation before it. Method: a chain creating about a pair per block at its head, reorged 21
 /// deep; served `eth_getLogs` for the factory and for the old children's addresses against the truth.
 #[tokio::test]
@@ -184,11 +184,18 @@ async fn a_reorg_regenerates_children_and_their_logs() {
     let old: Vec<Address> = before.iter().map(|c| c.address).collect();
     assert!(after.iter().all(|c| old.contains(&c.address)));
     assert!(after.len() < before.len(), "some children vanished");
+    // A pair comes back at its height or a few blocks later, in a block of the new fork.
+    let mut moved = 0;
     for child in &after {
-        assert!(before.iter().any(|b| b.address == child.address
-            && b.block_number == child.block_number
-            && b.block_hash != child.block_hash));
+        let old = before
+            .iter()
+            .find(|b| b.address == child.address)
+            .expect("created before");
+        assert!((old.block_number..=old.block_number + 3).contains(&child.block_number));
+        assert_ne!(old.block_hash, child.block_hash);
+        moved += usize::from(old.block_number != child.block_number);
     }
+    assert!(moved > 0, "no child was created again elsewhere");
     let factory_filter = json!([{"fromBlock": hex(from), "toBlock": hex(to),
         "address": to_hex(FACTORY.as_slice())}]);
     assert_logs_are(
