@@ -47,9 +47,7 @@ impl<'a> super::Ctx<'a> {
             Timestamps::Stored => {
                 let (stamped_tx, stamped_rx) = mpsc::channel::<Fetched>(1);
                 let (node, stored) = (self.node.clone(), self.job.stored());
-                let stamping = tokio::spawn(async move {
-                    enrich::stamp_stage(&node, stored, rx, stamped_tx).await
-                });
+                let stamping = tokio::spawn(enrich::stamp_stage(node, stored, rx, stamped_tx));
                 (stamped_rx, Some(AbortOnDropHandle::new(stamping)))
             }
         };
@@ -93,7 +91,9 @@ impl<'a> super::Ctx<'a> {
                 // What was filled in for them passed no stamping stage.
                 if job.timestamps == Timestamps::Stored {
                     let stamped = futures::future::try_join_all(
-                        fetched.iter_mut().map(|f| enrich::stamp(&node, &mut f.logs)),
+                        fetched
+                            .iter_mut()
+                            .map(|f| enrich::stamp(&node, &mut f.logs)),
                     );
                     if let Err(err) = stamped.await {
                         break Err(err);

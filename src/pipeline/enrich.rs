@@ -11,12 +11,13 @@
 use std::collections::HashMap;
 
 use alloy_primitives::B256;
-use futures::StreamExt;
 use tokio::sync::mpsc;
 
 use crate::fetch::Fetched;
 use crate::primitives::{BlockNumber, Log};
 use crate::rpc::Header;
+
+use tokio_util::task::AbortOnDropHandle;
 
 use super::{Error, Node};
 
@@ -111,28 +112,48 @@ pub(super) fn stamp_from<'l, 'h>(
 /// # Errors
 /// As [`stamp`].
 pub(super) async fn stamp_stage(
-    node: &Node,
+    node: std::sync::Arc<Node>,
     stored: Stored,
-    fetched: mpsc::Receiver<Fetched>,
+    mut fetched: mpsc::Receiver<Fetched>,
     stamped: mpsc::Sender<Fetched>,
 ) -> Result<(), Error> {
-    let stored = &*stored;
-    let ranges = futures::stream::unfold(fetched, |mut rx| async move {
-        rx.recv().await.map(|range| (range, rx))
-    })
-    .map(|mut range: Fetched| async move {
-        stamp_stored(node, &mut range.logs, stored)
-            .await
-            .map(|()| range)
-    })
-    .buffered(RANGES_STAMPED_AT_ONCE);
-    let mut ranges = std::pin::pin!(ranges);
-    while let Some(range) = ranges.next().await {
-        if stamped.send(range?).await.is_err() {
-            break; // the decoder stopped; its error is the one to report
+    // Each range's header reads run as a task of their own, so they finish (and give back the client's
+    // answer slot and connection) while this stage waits for the decoder. Left unpolled in a stream here,
+    // a read holding the client's one answer slot stalled every other request of the process, and the
+    // decoder's own requests (a factory's children filled in) waited for it forever.
+    let mut pending: std::collections::VecDeque<AbortOnDropHandle<Result<Fetched, Error>>> =
+        std::collections::VecDeque::new();
+    let mut open = true;
+    loop {
+        while open && pending.len() < RANGES_STAMPED_AT_ONCE {
+            let next = if pending.is_empty() {
+                fetched.recv().await
+            } else {
+                match fetched.try_recv() {
+                    Ok(range) => Some(range),
+                    Err(mpsc::error::TryRecvError::Empty) => break,
+                    Err(mpsc::error::TryRecvError::Disconnected) => None,
+                }
+            };
+            let Some(mut range) = next else {
+                open = false;
+                break;
+            };
+            let (node, stored) = (node.clone(), stored.clone());
+            pending.push_back(AbortOnDropHandle::new(tokio::spawn(async move {
+                stamp_stored(&node, &mut range.logs, &*stored)
+                    .await
+                    .map(|()| range)
+            })));
+        }
+        let Some(first) = pending.pop_front() else {
+            return Ok(()); // nothing pending and the fetcher is done
+        };
+        let range = super::joined(first.await)??;
+        if stamped.send(range).await.is_err() {
+            return Ok(()); // the decoder stopped; its error is the one to report
         }
     }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -348,12 +348,20 @@ pub async fn assert_db_matches_truth(
         .await
         .iter()
         .any(|c| c == "block_timestamp");
+    // Once per block: a block's truth is the whole block materialized.
+    let timestamps = std::cell::RefCell::new(std::collections::HashMap::<u64, String>::new());
     let timestamp_of = |block: u64| {
-        truth
-            .block(block)
-            .unwrap_or_else(|| panic!("block {block} is canonical"))
-            .timestamp
-            .to_string()
+        timestamps
+            .borrow_mut()
+            .entry(block)
+            .or_insert_with(|| {
+                truth
+                    .block(block)
+                    .unwrap_or_else(|| panic!("block {block} is canonical"))
+                    .timestamp
+                    .to_string()
+            })
+            .clone()
     };
     let rows = db
         .texts(&format!(
