@@ -699,8 +699,8 @@ async fn schemas_with_the_same_tables_do_not_interfere() {
                 "block_hashes",
                 "checkpoints",
                 "contracts",
-                "factory_children",
                 "demo_everything",
+                "factory_children",
                 "logs",
                 "meta"
             ]
