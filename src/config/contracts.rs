@@ -10,6 +10,7 @@ use alloy_json_abi::{Event, JsonAbi};
 use alloy_primitives::{Address, B256};
 use toml::{Table, Value};
 
+use super::filters;
 use super::reader::{field, Reader};
 use super::{ContractConfig, EventConfig};
 use crate::decode;
@@ -21,6 +22,7 @@ const CONTRACT_KEYS: &[&str] = &[
     "abi",
     "events",
     "start_block",
+    "filters",
 ];
 
 /// Every `[[contracts]]` entry; `base_dir` is the config file's directory (ABI paths are relative to it).
@@ -51,6 +53,8 @@ pub(super) fn contracts(
         }
     };
     let mut contracts: Vec<ContractConfig> = Vec::new();
+    // The field name of each of `contracts`, for checks across entries.
+    let mut sections: Vec<String> = Vec::new();
     // Table name -> the contract section that owns it, to catch `token_a` + `Transfer` vs `token` + `ATransfer`.
     let mut table_owners: HashMap<String, String> = HashMap::new();
     // Snake-cased name -> the contract section that has it.
@@ -92,7 +96,9 @@ pub(super) fn contracts(
             }
         }
         contracts.push(contract);
+        sections.push(section);
     }
+    filters::check_shared_addresses(reader, &contracts, &sections);
     contracts
 }
 
@@ -138,12 +144,14 @@ fn contract(
         name.as_deref().unwrap_or("contract"),
     );
     let (events, named_selectors) = events?;
+    let filters = filters::filters(reader, section, table, &events)?;
     Some(ContractConfig {
         name: name?,
         addresses: addresses?,
         start_block,
         events,
         named_selectors,
+        filters,
     })
 }
 

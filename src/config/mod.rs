@@ -18,12 +18,17 @@
 //! - Table names are `<contract>_<event>`; overloads of one event name get `_2`, `_3`, ... in ABI order (or
 //!   `events` order without an ABI), counted over the whole ABI so that selecting a subset renames nothing.
 //!   Two contracts whose tables would share a name (`token_a` + `Transfer`, `token` + `ATransfer`) are an error.
+//! - `filters` (see [`filters`]) name configured events and their indexed parameters; a filter on an
+//!   overloaded name applies to each overload. A filtered contract selects no anonymous event and shares no
+//!   address with another entry: either would let logs the filter excludes into its tables.
 
 mod contracts;
+mod filters;
 mod reader;
 mod secret;
 mod sections;
 
+pub use filters::{record as filters_record, EventFilter};
 pub use secret::SecretUrl;
 pub use sections::*;
 
@@ -176,6 +181,8 @@ pub struct ContractConfig {
     /// `events` signatures when there is no ABI file). A log with one of these topic0s is that event's, so
     /// it never goes to an anonymous event's table.
     pub named_selectors: Vec<B256>,
+    /// `filters`: per filtered event, the topics the node is asked for; empty when unfiltered.
+    pub filters: Vec<EventFilter>,
 }
 
 /// One event of a contract.

@@ -9,6 +9,7 @@
 //! log means.
 
 mod gate;
+mod groups;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -20,6 +21,8 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 pub use gate::{Gate, GateConfig, GateStats, OnSplit};
+pub use groups::{merge as merge_groups, Group};
+pub(crate) use groups::get_logs;
 
 #[cfg(test)]
 mod simulation;
@@ -107,12 +110,11 @@ pub(crate) fn join_failure(err: tokio::task::JoinError) -> String {
 /// Which logs to ask for over a range.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Selection {
-    /// Emitting contracts.
-    pub addresses: Vec<Address>,
-    /// Alternatives for topic0; `None` when an anonymous event forbids a topic0 filter.
-    pub topic0: Option<Vec<B256>>,
-    /// Every (address, topic0) of a selected contract's non-anonymous events: the narrow filters a density
-    /// survey may probe with (even when `topic0` is `None`).
+    /// One `eth_getLogs` filter each (see [`groups`]): a single group unless contracts filter their events'
+    /// indexed parameters.
+    pub groups: Vec<Group>,
+    /// Every (address, topic0) of a selected contract's non-anonymous, unfiltered events: the narrow
+    /// filters a density survey may probe with (even when a group's topic0 is `None`).
     pub pairs: Vec<(Address, B256)>,
 }
 
@@ -137,23 +139,46 @@ enum Task {
     Survey(SurveyRequest, Result<Vec<BlockNumber>, Error>),
 }
 
-/// A narrow filter a survey may use: one address, and one topic0 of the selection or all of them.
+/// A narrow filter a survey may use: one address, and one topic0 of the selection or all of its group's.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Probe {
     address: Address,
     topic0: Option<B256>,
+    /// The topic0 filter of the address's group, asked with when `topic0` is `None`.
+    group_topic0: Option<Vec<B256>>,
 }
 
-/// The probes a selection offers: each address (with the selection's topic0 filter), and each
-/// (address, topic0) pair of its events.
+/// The probes a selection offers: each address of a group without indexed filters that is in no other
+/// group (with its group's topic0 filter), and each (address, topic0) pair of unfiltered events. A filtered
+/// event's logs are not probed: a survey would count the event's unfiltered logs.
 fn probes(selection: &Selection) -> Vec<Probe> {
-    let addresses = selection.addresses.iter().map(|&address| Probe {
-        address,
-        topic0: None,
-    });
+    let in_one_group = |address: &Address| {
+        selection
+            .groups
+            .iter()
+            .filter(|g| g.addresses.contains(address))
+            .count()
+            == 1
+    };
+    let addresses = selection
+        .groups
+        .iter()
+        .filter(|group| !group.is_narrowed())
+        .flat_map(|group| {
+            group
+                .addresses
+                .iter()
+                .filter(|a| in_one_group(a))
+                .map(|&address| Probe {
+                    address,
+                    topic0: None,
+                    group_topic0: group.topic0.clone(),
+                })
+        });
     let pairs = selection.pairs.iter().map(|&(address, topic0)| Probe {
         address,
         topic0: Some(topic0),
+        group_topic0: None,
     });
     addresses.chain(pairs).collect()
 }
@@ -244,14 +269,14 @@ pub async fn run(
                 break;
             };
             let probe = &probes[request.probe];
-            let filter = LogFilter {
-                blocks: Blocks::Range(request.range),
-                addresses: vec![probe.address],
-                topic0: probe
+            let filter = Group::unfiltered(
+                vec![probe.address],
+                probe
                     .topic0
                     .map(|t| vec![t])
-                    .or_else(|| sampling_selection.topic0.clone()),
-            };
+                    .or_else(|| probe.group_topic0.clone()),
+            )
+            .filter(Blocks::Range(request.range));
             let (client, gate) = (client.clone(), gate.clone());
             in_flight.spawn(async move {
                 let logs = gate
@@ -278,15 +303,8 @@ pub async fn run(
                 continue;
             }
             in_flight.spawn(async move {
-                let filter = LogFilter {
-                    blocks: Blocks::Range(range),
-                    addresses: selection.addresses,
-                    topic0: selection.topic0,
-                };
-                let logs = gate
-                    .run("eth_getLogs", OnSplit::Return, || client.get_logs(&filter))
-                    .await;
-                Task::Range(range, logs.and_then(|logs| checked(range, &filter, logs)))
+                let logs = get_logs(&client, &gate, Blocks::Range(range), &selection).await;
+                Task::Range(range, logs)
             });
         }
         // Send the next range in order as soon as the writer has room, and meanwhile keep taking answers in
@@ -406,47 +424,8 @@ pub enum FirstRequest {
     Halves,
 }
 
-impl Selection {
-    /// Two narrower selections that together ask for the same logs: halves of the addresses, else of the
-    /// topic0 alternatives; `None` when neither can be narrowed.
-    fn halves(self) -> Option<(Selection, Selection)> {
-        let Selection {
-            addresses, topic0, ..
-        } = self;
-        if addresses.len() > 1 {
-            let (a, b) = addresses.split_at(addresses.len() / 2);
-            return Some((
-                Selection {
-                    addresses: a.to_vec(),
-                    topic0: topic0.clone(),
-                    pairs: Vec::new(),
-                },
-                Selection {
-                    addresses: b.to_vec(),
-                    topic0,
-                    pairs: Vec::new(),
-                },
-            ));
-        }
-        let topics = topic0.filter(|t| t.len() > 1)?;
-        let (a, b) = topics.split_at(topics.len() / 2);
-        Some((
-            Selection {
-                addresses: addresses.clone(),
-                topic0: Some(a.to_vec()),
-                pairs: Vec::new(),
-            },
-            Selection {
-                addresses,
-                topic0: Some(b.to_vec()),
-                pairs: Vec::new(),
-            },
-        ))
-    }
-}
-
-/// Fetches one block whose logs exceed the node's cap by narrowing the filter: halves of the address set,
-/// then halves of the topic0 set, merged back into log order. The narrower requests run concurrently (each
+/// Fetches one block whose logs exceed the node's cap by narrowing the filter of each group: halves of the
+/// address set, then halves of the topic0 set, merged back into log order. The narrower requests run concurrently (each
 /// through the gate): every later range waits for this block to be committed in order, so its latency is
 /// the whole pipeline's.
 ///
@@ -459,32 +438,30 @@ pub(crate) async fn fetch_block_by_filters(
     selection: Selection,
     first: FirstRequest,
 ) -> Result<Vec<Log>, Error> {
-    let request = |selection: Selection| async move {
-        let filter = LogFilter {
-            blocks: Blocks::Range(BlockRange::single(block)),
-            addresses: selection.addresses.clone(),
-            topic0: selection.topic0.clone(),
-        };
+    let request = |group: Group| async move {
+        let filter = group.filter(Blocks::Range(BlockRange::single(block)));
         let answer = gate
             .run("eth_getLogs", OnSplit::Return, || client.get_logs(&filter))
             .await;
-        (selection, filter, answer)
+        (group, filter, answer)
     };
     let mut pending = FuturesUnordered::new();
-    match first {
-        FirstRequest::Whole => pending.push(request(selection)),
-        FirstRequest::Halves => match selection.clone().halves() {
-            Some((a, b)) => pending.extend([request(a), request(b)]),
-            None => pending.push(request(selection)),
-        },
+    for group in selection.groups {
+        match first {
+            FirstRequest::Whole => pending.push(request(group)),
+            FirstRequest::Halves => match group.clone().halves() {
+                Some((a, b)) => pending.extend([request(a), request(b)]),
+                None => pending.push(request(group)),
+            },
+        }
     }
     let mut logs = Vec::new();
-    while let Some((selection, filter, answer)) = pending.next().await {
+    while let Some((group, filter, answer)) = pending.next().await {
         match answer {
             Ok(part) => logs.extend(checked(BlockRange::single(block), &filter, part)?),
             Err(Error::Split(_)) => {
-                let address = selection.addresses[0];
-                let Some((a, b)) = selection.halves() else {
+                let address = group.addresses[0];
+                let Some((a, b)) = group.halves() else {
                     return Err(Error::BlockOverflow {
                         block,
                         address,
@@ -510,7 +487,7 @@ fn selection_topic(filter: &LogFilter) -> String {
 
 /// Refuses answers that cannot belong to the request (a backend bug would otherwise become a silent gap
 /// or a foreign row), and puts the logs in `(block_number, log_index)` order.
-fn checked(range: BlockRange, filter: &LogFilter, mut logs: Vec<Log>) -> Result<Vec<Log>, Error> {
+fn checked(range: BlockRange, filter: &LogFilter, logs: Vec<Log>) -> Result<Vec<Log>, Error> {
     for log in &logs {
         if !range.contains(log.block_number) {
             return Err(Error::Inconsistent(format!(
@@ -525,6 +502,7 @@ fn checked(range: BlockRange, filter: &LogFilter, mut logs: Vec<Log>) -> Result<
             )));
         }
     }
+    let mut logs = groups::checked_topics(filter, logs)?;
     if !logs.is_sorted_by_key(|log| (log.block_number, log.log_index)) {
         logs.sort_by_key(|log| (log.block_number, log.log_index));
     }

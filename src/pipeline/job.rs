@@ -6,9 +6,9 @@ use std::sync::Arc;
 
 use alloy_primitives::{Address, B256};
 
-use crate::config::Config;
+use crate::config::{self, Config, EventFilter};
 use crate::decode::EventDecoder;
-use crate::fetch::Selection;
+use crate::fetch::{self, Group, Selection};
 use crate::follow;
 use crate::planner::{Planner, PlannerConfig};
 use crate::primitives::{BlockNumber, BlockRange};
@@ -34,6 +34,8 @@ pub(super) struct Contract {
     /// topic0 of every non-anonymous event of the contract's ABI, configured or not, sorted: such a log is
     /// never an anonymous event's.
     pub(super) named_selectors: Vec<B256>,
+    /// `filters`: each filtered event's topics (empty when the contract is unfiltered).
+    pub(super) filters: Vec<EventFilter>,
 }
 
 /// What a config asks to index, resolved: decoders, tables, and contracts with their next blocks.
@@ -92,12 +94,14 @@ impl Job {
                 selectors,
                 event_topics,
                 named_selectors: contract.named_selectors.clone(),
+                filters: contract.filters.clone(),
             });
             specs.push(ContractSpec {
                 name: contract.name.clone(),
                 addresses: contract.addresses.clone(),
                 events,
                 start_block: contract.start_block,
+                filters: config::filters_record(&contract.filters),
             });
         }
         let mut by_address: HashMap<Address, Vec<usize>> = HashMap::new();
@@ -221,35 +225,65 @@ fn head_span(
     BlockRange::new(start, end)
 }
 
-/// The filter for a range: every contract that has joined by its start.
+/// The filters for a range: every contract that has joined by its start. Unfiltered contracts share one
+/// group (as they always did); a filtered contract's unfiltered events are a group of its addresses, and
+/// each filtered event one more, merged where the topics are identical (`fetch::groups`).
 fn selection(contracts: &[Contract], range: BlockRange) -> Selection {
-    let mut addresses: Vec<Address> = Vec::new();
-    let mut topic0: Option<Vec<B256>> = Some(Vec::new());
+    let mut all = Group::unfiltered(Vec::new(), Some(Vec::new()));
+    let mut narrowed: Vec<Group> = Vec::new();
     let mut pairs: Vec<(Address, B256)> = Vec::new();
     for contract in contracts.iter().filter(|c| c.next <= range.start()) {
-        addresses.extend(&contract.addresses);
+        let filtered = |topic: &B256| contract.filters.iter().any(|f| f.selector == *topic);
         for &address in &contract.addresses {
-            pairs.extend(contract.event_topics.iter().map(|&t| (address, t)));
+            pairs.extend(
+                contract
+                    .event_topics
+                    .iter()
+                    .filter(|t| !filtered(t))
+                    .map(|&t| (address, t)),
+            );
         }
-        match (&contract.selectors, topic0.as_mut()) {
-            (Some(selectors), Some(all)) => all.extend(selectors),
-            (None, _) => topic0 = None,
-            (Some(_), None) => {}
+        if contract.filters.is_empty() {
+            all.addresses.extend(&contract.addresses);
+            match (&contract.selectors, all.topic0.as_mut()) {
+                (Some(selectors), Some(topic0)) => topic0.extend(selectors),
+                (None, _) => all.topic0 = None,
+                (Some(_), None) => {}
+            }
+            continue;
         }
+        // config: a filtered contract has no anonymous event, so every event has a selector.
+        let unfiltered: Vec<B256> = contract
+            .event_topics
+            .iter()
+            .copied()
+            .filter(|t| !filtered(t))
+            .collect();
+        if !unfiltered.is_empty() {
+            narrowed.push(Group::unfiltered(
+                contract.addresses.clone(),
+                Some(sorted(unfiltered)),
+            ));
+        }
+        narrowed.extend(contract.filters.iter().map(|filter| Group {
+            addresses: contract.addresses.clone(),
+            topic0: Some(vec![filter.selector]),
+            indexed: filter.topics.clone(),
+        }));
     }
-    addresses.sort();
-    addresses.dedup();
-    if let Some(all) = topic0.as_mut() {
-        all.sort();
-        all.dedup();
-    }
+    all.topic0 = all.topic0.map(sorted);
     pairs.sort();
     pairs.dedup();
     Selection {
-        addresses,
-        topic0,
+        groups: fetch::merge_groups(std::iter::once(all).chain(narrowed)),
         pairs,
     }
+}
+
+fn sorted(mut topics: Vec<B256>) -> Vec<B256> {
+    topics.sort();
+    topics.dedup();
+    topics
 }
 
 #[cfg(test)]

@@ -122,6 +122,8 @@ pub struct LogFilter {
     pub addresses: Vec<Address>,
     /// Alternatives for topic0; `None` matches any topic0 (needed for anonymous events).
     pub topic0: Option<Vec<B256>>,
+    /// Alternatives for topics 1, 2 and 3 (an event's indexed parameters); `None` matches any.
+    pub indexed: [Option<Vec<B256>>; 3],
 }
 
 impl LogFilter {
@@ -143,8 +145,16 @@ impl LogFilter {
             many => json!(many),
         };
         filter.insert("address".into(), address);
-        if let Some(topic0) = &self.topic0 {
-            filter.insert("topics".into(), json!([topic0]));
+        // spec: topics are positional OR lists, null where any value matches; trailing nulls are left out.
+        let mut topics: Vec<Value> = std::iter::once(&self.topic0)
+            .chain(&self.indexed)
+            .map(|alternatives| json!(alternatives))
+            .collect();
+        while topics.last().is_some_and(Value::is_null) {
+            topics.pop();
+        }
+        if !topics.is_empty() {
+            filter.insert("topics".into(), Value::Array(topics));
         }
         Value::Object(filter)
     }

@@ -2,6 +2,7 @@
 
 mod anon;
 mod devnode;
+mod filters;
 mod finality;
 mod follow;
 mod ops;

@@ -333,9 +333,19 @@ pub async fn assert_db_matches_truth(
     contracts: &[Contract],
     to: u64,
 ) -> usize {
+    assert_db_holds(work, contracts, expected_logs(truth, contracts, to)).await
+}
+
+/// Asserts the test's database holds exactly `expected` (ground-truth logs with the contracts that store
+/// each, in log order): every raw row, and every typed row with every decoded value. Returns the number of
+/// raw logs compared.
+pub async fn assert_db_holds(
+    work: &Workdir,
+    contracts: &[Contract],
+    expected: Vec<(TruthLog, Vec<&'static str>)>,
+) -> usize {
     let mut db = work.reader().await.expect("open the database");
     let backend = db.backend();
-    let expected = expected_logs(truth, contracts, to);
 
     // Raw rows.
     let int = |c: &str| match backend {
