@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 
 use alloy_dyn_abi::{DynSolType, Specifier};
 use alloy_json_abi::Event;
-use alloy_primitives::{keccak256, Address, B256, U256};
+use alloy_primitives::{keccak256, B256, U256};
 use toml::{Table, Value};
 
 use super::contracts::parse_address;
@@ -351,7 +351,7 @@ fn bad(problem: impl Into<String>, fix: impl Into<String>) -> Bad {
 pub(super) fn topic(ty: &DynSolType, value: Written<'_>) -> Result<B256, Bad> {
     match (ty, value) {
         (DynSolType::Address, Written::Text(text)) => parse_address(text)
-            .map(Address::into_word)
+            .map(|address| address.into_word())
             .map_err(|(problem, fix)| bad(problem, fix)),
         (DynSolType::Uint(bits), value) => uint(*bits, value).map(B256::from),
         (DynSolType::Int(bits), value) => int(*bits, value),

@@ -18,7 +18,7 @@
 //! - Table names are `<contract>_<event>`; overloads of one event name get `_2`, `_3`, ... in ABI order (or
 //!   `events` order without an ABI), counted over the whole ABI so that selecting a subset renames nothing.
 //!   Two contracts whose tables would share a name (`token_a` + `Transfer`, `token` + `ATransfer`) are an error.
-//! - `filters` (see [`filters`]) name configured events and their indexed parameters; a filter on an
+//! - `filters` (see `config::filters`) name configured events and their indexed parameters; a filter on an
 //!   overloaded name applies to each overload. A filtered contract selects no anonymous event and shares no
 //!   address with another entry: either would let logs the filter excludes into its tables.
 

@@ -199,7 +199,7 @@ fn simulate(chain: &Chain, config: PlannerConfig, head: BlockNumber) -> Tally {
                 let counts: Vec<u64> = probes
                     .iter()
                     .map(|p| {
-                        let topic0 = p.topic0.map(|t| vec![t]).or(selection.topic0.clone());
+                        let topic0 = p.topic0.map(|t| vec![t]).or(group.topic0.clone());
                         chain
                             .matching(range, &[p.address], topic0.as_deref())
                             .map(|(_, n)| n)

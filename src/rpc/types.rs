@@ -197,6 +197,38 @@ impl<'de> Deserialize<'de> for Quantity {
 mod tests {
     use super::*;
 
+    /// Topics are positional OR lists with null where any value matches, trailing nulls left out.
+    #[test]
+    fn a_log_filter_sends_its_topics_by_position() {
+        let (t1, t2) = (B256::repeat_byte(1), B256::repeat_byte(2));
+        let filter = |topic0: Option<Vec<B256>>, indexed: [Option<Vec<B256>>; 3]| {
+            LogFilter {
+                blocks: Blocks::Range(BlockRange::new(16, 17).unwrap()),
+                addresses: vec![Address::repeat_byte(0xaa)],
+                topic0,
+                indexed,
+            }
+            .to_json()
+        };
+        let address = "0xaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+        assert_eq!(
+            filter(None, Default::default()),
+            serde_json::json!({"fromBlock": "0x10", "toBlock": "0x11", "address": address})
+        );
+        assert_eq!(
+            filter(Some(vec![t1]), Default::default())["topics"],
+            serde_json::json!([[t1]])
+        );
+        assert_eq!(
+            filter(Some(vec![t1]), [None, Some(vec![t1, t2]), None])["topics"],
+            serde_json::json!([[t1], null, [t1, t2]])
+        );
+        assert_eq!(
+            filter(None, [None, None, Some(vec![t2])])["topics"],
+            serde_json::json!([null, null, null, [t2]])
+        );
+    }
+
     #[test]
     fn parses_the_spec_log_object_exactly() {
         let json = r#"{"removed":false,"logIndex":"0x1","transactionIndex":"0x0",
