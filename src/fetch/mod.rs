@@ -11,7 +11,7 @@
 mod gate;
 mod groups;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use alloy_primitives::{Address, B256};
@@ -139,69 +139,45 @@ enum Task {
     Survey(SurveyRequest, Result<Vec<BlockNumber>, Error>),
 }
 
-/// A narrow filter a survey may use: one address, and one topic0 of the selection or all of its group's.
+/// A narrow filter a survey may use: one address of a group with that group's topics, or with one topic0
+/// of an unfiltered event. A survey asks for exactly the logs it counts in full answers, filtered events
+/// included (they are often the narrowest probes there are).
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Probe {
-    address: Address,
-    topic0: Option<B256>,
-    /// The topic0 filter of the address's group, asked with when `topic0` is `None`.
-    group_topic0: Option<Vec<B256>>,
+    filter: Group,
 }
 
-/// The probes a selection offers: each address of a group without indexed filters that is in no other
-/// group (with its group's topic0 filter), and each (address, topic0) pair of unfiltered events. A filtered
-/// event's logs are not probed: a survey would count the event's unfiltered logs.
+/// The probes a selection offers: each address of each group (with the group's topics), and each
+/// (address, topic0) pair of unfiltered events.
 fn probes(selection: &Selection) -> Vec<Probe> {
-    let in_one_group = |address: &Address| {
-        selection
-            .groups
-            .iter()
-            .filter(|g| g.addresses.contains(address))
-            .count()
-            == 1
-    };
-    let addresses = selection
-        .groups
-        .iter()
-        .filter(|group| !group.is_narrowed())
-        .flat_map(|group| {
-            group
-                .addresses
-                .iter()
-                .filter(|a| in_one_group(a))
-                .map(|&address| Probe {
-                    address,
-                    topic0: None,
-                    group_topic0: group.topic0.clone(),
-                })
-        });
-    let pairs = selection.pairs.iter().map(|&(address, topic0)| Probe {
-        address,
-        topic0: Some(topic0),
-        group_topic0: None,
+    let addresses = selection.groups.iter().flat_map(|group| {
+        group.addresses.iter().map(|&address| Group {
+            addresses: vec![address],
+            ..group.clone()
+        })
     });
-    addresses.chain(pairs).collect()
+    let pairs = selection
+        .pairs
+        .iter()
+        .map(|&(address, topic0)| Group::unfiltered(vec![address], Some(vec![topic0])));
+    let mut probes: Vec<Probe> = Vec::new();
+    for filter in addresses.chain(pairs) {
+        if !probes.iter().any(|p| p.filter == filter) {
+            probes.push(Probe { filter });
+        }
+    }
+    probes
 }
 
 /// How many of `logs` each probe matches.
 fn probe_counts(probes: &[Probe], logs: &[Log]) -> Vec<u64> {
-    let mut by_pair: HashMap<(Address, Option<B256>), u64> = HashMap::new();
-    for log in logs {
-        *by_pair
-            .entry((log.address, log.topics.first().copied()))
-            .or_default() += 1;
-    }
-    probes
+    let filters: Vec<LogFilter> = probes
         .iter()
-        .map(|probe| {
-            by_pair
-                .iter()
-                .filter(|((address, topic0), _)| {
-                    *address == probe.address && (probe.topic0.is_none() || *topic0 == probe.topic0)
-                })
-                .map(|(_, n)| n)
-                .sum()
-        })
+        .map(|p| p.filter.filter(Blocks::Range(BlockRange::single(0))))
+        .collect();
+    filters
+        .iter()
+        .map(|filter| logs.iter().filter(|log| groups::admits(filter, log)).count() as u64)
         .collect()
 }
 
@@ -269,14 +245,7 @@ pub async fn run(
                 break;
             };
             let probe = &probes[request.probe];
-            let filter = Group::unfiltered(
-                vec![probe.address],
-                probe
-                    .topic0
-                    .map(|t| vec![t])
-                    .or_else(|| probe.group_topic0.clone()),
-            )
-            .filter(Blocks::Range(request.range));
+            let filter = probe.filter.filter(Blocks::Range(request.range));
             let (client, gate) = (client.clone(), gate.clone());
             in_flight.spawn(async move {
                 let logs = gate

@@ -167,9 +167,12 @@ fn simulate(chain: &Chain, config: PlannerConfig, head: BlockNumber) -> Tally {
             Item::Survey(survey) => {
                 tally.surveys += 1;
                 let probe = &probes[survey.probe];
-                let topic0 = probe.topic0.map(|t| vec![t]).or(group.topic0.clone());
                 let hits: Vec<BlockNumber> = chain
-                    .matching(survey.range, &[probe.address], topic0.as_deref())
+                    .matching(
+                        survey.range,
+                        &probe.filter.addresses,
+                        probe.filter.topic0.as_deref(),
+                    )
                     .flat_map(|(block, n)| std::iter::repeat_n(block, n as usize))
                     .collect();
                 if hits.len() as u64 > CAP {
@@ -199,9 +202,8 @@ fn simulate(chain: &Chain, config: PlannerConfig, head: BlockNumber) -> Tally {
                 let counts: Vec<u64> = probes
                     .iter()
                     .map(|p| {
-                        let topic0 = p.topic0.map(|t| vec![t]).or(group.topic0.clone());
                         chain
-                            .matching(range, &[p.address], topic0.as_deref())
+                            .matching(range, &p.filter.addresses, p.filter.topic0.as_deref())
                             .map(|(_, n)| n)
                             .sum()
                     })

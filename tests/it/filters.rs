@@ -203,6 +203,7 @@ fn assert_filters_bite(truth: &GroundTruth, wanted: &Wanted, to: u64) {
 /// table equals the ground truth filtered alike, and the node served only what was asked for (filtered by
 /// the node, not here). Method: sync a 20,000-block chain, compare every raw and typed row.
 async fn filtered_tables_equal_the_ground_truth_filtered_alike(backend: Backend) {
+    let _ = tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::from_default_env()).with_test_writer().try_init();
     let node = support::start(node_config(20_000)).await;
     let truth = node.truth();
     let target = 19_000;
@@ -226,7 +227,7 @@ async fn filtered_tables_equal_the_ground_truth_filtered_alike(backend: Backend)
     let served = node.stats().logs_served;
     assert!(
         served >= n as u64 && served <= n as u64 + n as u64 / 5,
-        "served {served} logs for {n} stored ({unfiltered} unfiltered)"
+        "served {served} logs for {n} stored ({unfiltered} unfiltered): {}", node.stats().summary()
     );
     for contract in filtered_contracts() {
         assert_eq!(
