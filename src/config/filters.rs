@@ -217,10 +217,7 @@ fn event_filter(
             reader.error(
                 &param_field,
                 format!("{} has no parameter \"{param_name}\"", event.signature()),
-                format!(
-                    "filter by an indexed parameter ({})",
-                    indexed_names(event)
-                ),
+                format!("filter by an indexed parameter ({})", indexed_names(event)),
             );
             ok = false;
             continue;
@@ -257,7 +254,9 @@ fn event_filter(
             reader.error(
                 &param_field,
                 format!("is a {}, not a list", values.type_str()),
-                format!("write {param_name} = [value, ...] (a log matches when it holds any of them)"),
+                format!(
+                    "write {param_name} = [value, ...] (a log matches when it holds any of them)"
+                ),
             );
             ok = false;
             continue;
@@ -391,7 +390,9 @@ pub(super) fn topic(ty: &DynSolType, value: Written<'_>) -> Result<B256, Bad> {
             "write it in double quotes",
         )),
         (other, _) => Err(bad(
-            format!("a {other} parameter cannot be filtered (its topic is the hash of its encoding)"),
+            format!(
+                "a {other} parameter cannot be filtered (its topic is the hash of its encoding)"
+            ),
             "filter by an address, number, bool, bytesN, string or bytes parameter",
         )),
     }
@@ -401,7 +402,9 @@ pub(super) fn topic(ty: &DynSolType, value: Written<'_>) -> Result<B256, Bad> {
 fn uint(bits: usize, value: Written<'_>) -> Result<U256, Bad> {
     let max = max_uint(bits);
     let fix = || {
-        format!("write a whole number from 0 to {max} (in quotes, as decimal or 0x hex, above 2^63)")
+        format!(
+            "write a whole number from 0 to {max} (in quotes, as decimal or 0x hex, above 2^63)"
+        )
     };
     let parsed = match value {
         Written::Integer(n) => u64::try_from(n).ok().map(U256::from),
@@ -421,7 +424,8 @@ fn int(bits: usize, value: Written<'_>) -> Result<B256, Bad> {
     // |min| = 2^(bits-1); max = 2^(bits-1) - 1.
     let min_magnitude = U256::from(1u8) << (bits - 1);
     let max = min_magnitude - U256::from(1u8);
-    let fix = || format!("write a whole number from -{min_magnitude} to {max} (in quotes above 2^63)");
+    let fix =
+        || format!("write a whole number from -{min_magnitude} to {max} (in quotes above 2^63)");
     let parsed: Option<(bool, U256)> = match value {
         Written::Integer(n) => Some((n < 0, U256::from(n.unsigned_abs()))),
         Written::Text(text) => match text.strip_prefix('-') {
@@ -463,7 +467,9 @@ fn parse_u256(text: &str) -> Option<U256> {
 
 /// `0x` and an even number of hex digits.
 fn hex_bytes(text: &str) -> Option<Vec<u8>> {
-    let digits = text.strip_prefix("0x").or_else(|| text.strip_prefix("0X"))?;
+    let digits = text
+        .strip_prefix("0x")
+        .or_else(|| text.strip_prefix("0X"))?;
     alloy_primitives::hex::decode(digits).ok()
 }
 

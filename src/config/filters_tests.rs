@@ -69,7 +69,9 @@ fn typed_values_become_the_topics_the_node_is_asked_for() {
     check_filters(
         &config(
             &[TRANSFER],
-            &format!("{{ Transfer = {{ to = [\"{A2}\", \"${{WHO}}\", \"{A1}\"], from = [\"{A1}\"] }} }}"),
+            &format!(
+                "{{ Transfer = {{ to = [\"{A2}\", \"${{WHO}}\", \"{A1}\"], from = [\"{A1}\"] }} }}"
+            ),
             "",
         ),
         &[filter(

@@ -12,7 +12,7 @@
 
 use alloy_primitives::{Address, B256};
 
-use crate::primitives::Log;
+use crate::primitives::{BlockRange, Log};
 use crate::rpc::{Blocks, Client, LogFilter};
 
 use super::{checked, Error, Gate, OnSplit, Selection};
@@ -151,6 +151,114 @@ pub(crate) async fn get_logs(
     Ok(merge_answers(answers))
 }
 
+/// The answers one range got from the node: each group's logs (or the refusal that ended it).
+pub(super) struct Answered {
+    /// The merged logs, or the first error of any group.
+    pub logs: Result<Vec<Log>, Error>,
+    /// The groups that were answered, with their logs: kept when another group's refusal splits the range.
+    pub by_group: Vec<(Group, Vec<Log>)>,
+}
+
+/// [`get_logs`] over a range, taking the logs of groups in `kept` from there instead of asking again, and
+/// handing back what each group answered, so that one group's refusal does not throw the others' answers
+/// away (the range's pieces take them from [`Kept`]).
+pub(super) async fn get_range_logs(
+    client: &Client,
+    gate: &Gate,
+    range: BlockRange,
+    selection: &Selection,
+    kept: Vec<Option<Vec<Log>>>,
+) -> Answered {
+    let requests = selection
+        .groups
+        .iter()
+        .zip(kept)
+        .map(|(group, kept)| async move {
+            if let Some(logs) = kept {
+                return (group, Ok(logs));
+            }
+            let filter = group.filter(Blocks::Range(range));
+            let logs = gate
+                .run("eth_getLogs", OnSplit::Return, || client.get_logs(&filter))
+                .await
+                .and_then(|logs| checked(range, &filter, logs));
+            (group, logs)
+        });
+    let mut answers = Vec::new();
+    let mut by_group = Vec::new();
+    let mut first_error = None;
+    for (group, logs) in futures::future::join_all(requests).await {
+        match logs {
+            Ok(logs) => {
+                by_group.push((group.clone(), logs.clone()));
+                answers.push(logs);
+            }
+            Err(err) => {
+                first_error.get_or_insert(err);
+            }
+        }
+    }
+    Answered {
+        logs: match first_error {
+            Some(err) => Err(err),
+            None => Ok(merge_answers(answers)),
+        },
+        by_group,
+    }
+}
+
+/// Answers of groups whose range was split by another group's refusal, until the pieces are fetched: a
+/// piece inside such a range takes that group's logs from here (the node's answer cut at the piece's
+/// blocks, which loses nothing) instead of asking the node again.
+#[derive(Debug, Default)]
+pub(super) struct Kept {
+    answers: Vec<(Group, BlockRange, Vec<Log>)>,
+}
+
+impl Kept {
+    /// Keeps what the groups of `range` answered.
+    pub(super) fn keep(&mut self, range: BlockRange, by_group: Vec<(Group, Vec<Log>)>) {
+        for (group, logs) in by_group {
+            self.answers.push((group, range, logs));
+        }
+    }
+
+    /// For each group of `selection`, its logs in `range` when a kept answer covers the range.
+    pub(super) fn for_range(
+        &self,
+        selection: &Selection,
+        range: BlockRange,
+    ) -> Vec<Option<Vec<Log>>> {
+        selection
+            .groups
+            .iter()
+            .map(|group| {
+                let (_, _, logs) = self.answers.iter().find(|(kept, covered, _)| {
+                    kept == group
+                        && covered.start() <= range.start()
+                        && range.end() <= covered.end()
+                })?;
+                Some(
+                    logs.iter()
+                        .filter(|log| range.contains(log.block_number))
+                        .cloned()
+                        .collect(),
+                )
+            })
+            .collect()
+    }
+
+    /// Forgets answers of ranges that end below `block` (every piece of them was fetched).
+    pub(super) fn forget_below(&mut self, block: u64) {
+        self.answers.retain(|(_, range, _)| range.end() >= block);
+    }
+
+    /// Logs held.
+    pub(super) fn n_logs(&self) -> usize {
+        self.answers.iter().map(|(_, _, logs)| logs.len()).sum()
+    }
+}
+
 /// Refuses logs a filter did not ask for (see [`admits`]).
 pub(super) fn checked_topics(filter: &LogFilter, logs: Vec<Log>) -> Result<Vec<Log>, Error> {
     match logs.iter().find(|log| !admits(filter, log)) {
@@ -179,7 +287,6 @@ fn merge_answers(answers: Vec<Vec<Log>>) -> Vec<Log> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::primitives::BlockRange;
 
     fn a(n: u8) -> Address {
         Address::repeat_byte(n)
@@ -220,13 +327,19 @@ mod tests {
             ],
         );
         // No filter at all: one group, one request, as without filters.
-        check_merge(vec![all.clone()], vec![Group::unfiltered(vec![a(1), a(2)], Some(vec![t(1), t(2)]))]);
+        check_merge(
+            vec![all.clone()],
+            vec![Group::unfiltered(vec![a(1), a(2)], Some(vec![t(1), t(2)]))],
+        );
     }
 
     #[test]
     fn halves_keep_the_indexed_topics() {
         let (x, y) = narrowed(&[1, 2, 3], 1, &[9]).halves().unwrap();
-        assert_eq!((x, y), (narrowed(&[1], 1, &[9]), narrowed(&[2, 3], 1, &[9])));
+        assert_eq!(
+            (x, y),
+            (narrowed(&[1], 1, &[9]), narrowed(&[2, 3], 1, &[9]))
+        );
         let two_topics = Group {
             topic0: Some(vec![t(1), t(2)]),
             ..narrowed(&[1], 1, &[9])
@@ -259,12 +372,63 @@ mod tests {
         let filter = narrowed(&[1], 1, &[9, 8]).filter(Blocks::Range(BlockRange::single(0)));
         assert!(admits(&filter, &log(1, &[1, 0, 9])));
         assert!(admits(&filter, &log(1, &[1, 5, 8, 7])));
-        assert!(!admits(&filter, &log(1, &[1, 0, 7])), "topic2 not asked for");
+        assert!(
+            !admits(&filter, &log(1, &[1, 0, 7])),
+            "topic2 not asked for"
+        );
         assert!(!admits(&filter, &log(1, &[1, 0])), "too few topics");
         assert!(!admits(&filter, &log(1, &[2, 0, 9])), "another event");
         assert!(!admits(&filter, &log(2, &[1, 0, 9])), "another address");
         let any = Group::unfiltered(vec![a(1)], None).filter(Blocks::Range(BlockRange::single(0)));
         assert!(admits(&any, &log(1, &[])));
+    }
+
+    #[test]
+    fn a_piece_of_a_refused_range_takes_the_kept_answers_of_the_other_groups() {
+        let answered = narrowed(&[1], 1, &[9]);
+        let refused = Group::unfiltered(vec![a(2)], None);
+        let selection = Selection {
+            groups: vec![refused.clone(), answered.clone()],
+            pairs: Vec::new(),
+        };
+        let range = |start, end| BlockRange::new(start, end).unwrap();
+        let mut kept = Kept::default();
+        kept.keep(
+            range(10, 20),
+            vec![(
+                answered,
+                vec![
+                    log_at(10, 0, 1, &[]),
+                    log_at(15, 3, 1, &[]),
+                    log_at(20, 1, 1, &[]),
+                ],
+            )],
+        );
+        assert_eq!(kept.n_logs(), 3);
+        let blocks = |logs: &Option<Vec<Log>>| {
+            logs.as_ref()
+                .map(|logs| logs.iter().map(|l| l.block_number).collect::<Vec<_>>())
+        };
+        let pieces = kept.for_range(&selection, range(10, 15));
+        assert_eq!(
+            pieces.iter().map(blocks).collect::<Vec<_>>(),
+            [None, Some(vec![10, 15])]
+        );
+        let pieces = kept.for_range(&selection, range(16, 20));
+        assert_eq!(
+            pieces.iter().map(blocks).collect::<Vec<_>>(),
+            [None, Some(vec![20])]
+        );
+        let beyond = kept.for_range(&selection, range(16, 21));
+        assert_eq!(
+            beyond,
+            [None, None],
+            "a range the answer does not cover asks the node"
+        );
+        kept.forget_below(20);
+        assert_eq!(kept.n_logs(), 3);
+        kept.forget_below(21);
+        assert_eq!(kept.n_logs(), 0);
     }
 
     #[test]
@@ -274,7 +438,10 @@ mod tests {
             vec![at(1, 0), at(3, 2)],
             vec![at(1, 1), at(2, 0), at(3, 2)],
         ]);
-        let keys: Vec<(u64, u64)> = merged.iter().map(|l| (l.block_number, l.log_index)).collect();
+        let keys: Vec<(u64, u64)> = merged
+            .iter()
+            .map(|l| (l.block_number, l.log_index))
+            .collect();
         assert_eq!(keys, [(1, 0), (1, 1), (2, 0), (3, 2)]);
     }
 }

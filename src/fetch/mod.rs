@@ -21,8 +21,8 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 pub use gate::{Gate, GateConfig, GateStats, OnSplit};
-pub use groups::{merge as merge_groups, Group};
 pub(crate) use groups::get_logs;
+pub use groups::{merge as merge_groups, Group};
 
 #[cfg(test)]
 mod simulation;
@@ -129,8 +129,8 @@ pub struct Fetched {
 
 /// One finished request of [`run`].
 enum Task {
-    /// A range of logs.
-    Range(BlockRange, Result<Vec<Log>, Error>),
+    /// A range of logs, with what each of its groups answered.
+    Range(BlockRange, groups::Answered),
     /// One block over the cap, fetched by narrower filters. Its mix of logs is not counted towards a probe's
     /// share: such a block is an outlier by definition (on the simulated chain every event is equally
     /// likely in one, and counting it skewed the share by a fifth).
@@ -177,7 +177,11 @@ fn probe_counts(probes: &[Probe], logs: &[Log]) -> Vec<u64> {
         .collect();
     filters
         .iter()
-        .map(|filter| logs.iter().filter(|log| groups::admits(filter, log)).count() as u64)
+        .map(|filter| {
+            logs.iter()
+                .filter(|log| groups::admits(filter, log))
+                .count() as u64
+        })
         .collect()
 }
 
@@ -225,6 +229,8 @@ pub async fn run(
     let mut in_flight: JoinSet<Task> = JoinSet::new();
     let mut ready: BTreeMap<BlockNumber, Fetched> = BTreeMap::new();
     let mut ready_logs = 0usize;
+    // Groups' answers for ranges another group's refusal split, until the pieces are fetched.
+    let mut kept = groups::Kept::default();
     let mut next_to_send: Option<BlockNumber> = None;
     // Surveys count like ranges: a survey answer is a body of up to a range's size, and one arriving on
     // top of a full budget was what raised the peak at 10x the chain (docs/BENCHMARKS.md).
@@ -240,7 +246,9 @@ pub async fn run(
     loop {
         // Surveys first, all that are due (a spot survey and the lookahead can be due together): a range
         // cut before the lookahead survey is in flight would be cut blind.
-        while in_flight.len() < allowed && within_budget(&ready, ready_logs, in_flight.len()) {
+        while in_flight.len() < allowed
+            && within_budget(&ready, ready_logs + kept.n_logs(), in_flight.len())
+        {
             let Some(request) = planner.next_survey() else {
                 break;
             };
@@ -259,7 +267,8 @@ pub async fn run(
         }
         // Split pieces go out whatever the budget: every later range waits for them.
         while in_flight.len() < allowed
-            && (planner.has_pieces() || within_budget(&ready, ready_logs, in_flight.len()))
+            && (planner.has_pieces()
+                || within_budget(&ready, ready_logs + kept.n_logs(), in_flight.len()))
         {
             let Some(range) = planner.next_range() else {
                 break;
@@ -271,9 +280,11 @@ pub async fn run(
                 spawn_by_filters(&mut in_flight, client, gate, range, selection);
                 continue;
             }
+            let prefilled = kept.for_range(&selection, range);
             in_flight.spawn(async move {
-                let logs = get_logs(&client, &gate, Blocks::Range(range), &selection).await;
-                Task::Range(range, logs)
+                let answered =
+                    groups::get_range_logs(&client, &gate, range, &selection, prefilled).await;
+                Task::Range(range, answered)
             });
         }
         // Send the next range in order as soon as the writer has room, and meanwhile keep taking answers in
@@ -290,6 +301,7 @@ pub async fn run(
                 let fetched = ready.remove(&next).expect("sendable");
                 ready_logs -= fetched.logs.len();
                 next_to_send = Some(fetched.range.end() + 1);
+                kept.forget_below(fetched.range.end() + 1);
                 place.send(fetched);
                 continue;
             }
@@ -311,7 +323,12 @@ pub async fn run(
                 }
                 continue;
             }
-            Task::Range(range, result) => (range, result, true),
+            Task::Range(range, answered) => {
+                if matches!(answered.logs, Err(Error::Split(_))) {
+                    kept.keep(range, answered.by_group);
+                }
+                (range, answered.logs, true)
+            }
             Task::Overflow(range, result) => (range, result, false),
         };
         match result {

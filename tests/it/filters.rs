@@ -99,7 +99,8 @@ impl Wanted {
                 .note_topics
                 .contains(&log.values[1].as_str().expect("a string")),
             (a, "Order") if a == contracts::MISC => {
-                let id = B256::from_slice(&log.values[0].as_fixed_bytes().expect("bytes32").0[..32]);
+                let id =
+                    B256::from_slice(&log.values[0].as_fixed_bytes().expect("bytes32").0[..32]);
                 self.order_ids.contains(&id)
             }
             _ => true,
@@ -165,11 +166,7 @@ fn write_config(
 }
 
 /// The ground truth's logs the database must hold under `wanted`.
-fn expected(
-    truth: &GroundTruth,
-    wanted: &Wanted,
-    to: u64,
-) -> Vec<(TruthLog, Vec<&'static str>)> {
+fn expected(truth: &GroundTruth, wanted: &Wanted, to: u64) -> Vec<(TruthLog, Vec<&'static str>)> {
     let mut expected = support::expected_logs(truth, &filtered_contracts(), to);
     expected.retain(|(log, _)| wanted.keeps(log));
     expected
@@ -203,7 +200,6 @@ fn assert_filters_bite(truth: &GroundTruth, wanted: &Wanted, to: u64) {
 /// table equals the ground truth filtered alike, and the node served only what was asked for (filtered by
 /// the node, not here). Method: sync a 20,000-block chain, compare every raw and typed row.
 async fn filtered_tables_equal_the_ground_truth_filtered_alike(backend: Backend) {
-    let _ = tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::from_default_env()).with_test_writer().try_init();
     let node = support::start(node_config(20_000)).await;
     let truth = node.truth();
     let target = 19_000;
@@ -227,7 +223,8 @@ async fn filtered_tables_equal_the_ground_truth_filtered_alike(backend: Backend)
     let served = node.stats().logs_served;
     assert!(
         served >= n as u64 && served <= n as u64 + n as u64 / 5,
-        "served {served} logs for {n} stored ({unfiltered} unfiltered): {}", node.stats().summary()
+        "served {served} logs for {n} stored ({unfiltered} unfiltered): {}",
+        node.stats().summary()
     );
     for contract in filtered_contracts() {
         assert_eq!(
@@ -251,7 +248,10 @@ async fn filtered_sync_under_a_low_cap_and_faults_is_exact(backend: Backend) {
     let node = support::start(config).await;
     let truth = node.truth();
     let target = 14_000;
-    assert!(truth.next_huge_block(0) > target, "no block is over the cap for one address and topic0");
+    assert!(
+        truth.next_huge_block(0) > target,
+        "no block is over the cap for one address and topic0"
+    );
     let wanted = Wanted::choose(&truth, target, 4);
     let work = Workdir::with(backend).await;
     let path = write_config(&work, &node.http_url(), &wanted.toml(), "");
@@ -388,8 +388,12 @@ async fn changed_filters_are_refused_until_reindexed(backend: Backend) {
     let refused = run(&["sync", "--to", "5000"], &path).await;
     assert_eq!(refused.code, Some(78), "{}", refused.stderr);
     assert!(
-        refused.stderr.contains("contract token_a was indexed with filters")
-            && refused.stderr.contains("logslice sync --reindex token_a --to"),
+        refused
+            .stderr
+            .contains("contract token_a was indexed with filters")
+            && refused
+                .stderr
+                .contains("logslice sync --reindex token_a --to"),
         "{}",
         refused.stderr
     );
