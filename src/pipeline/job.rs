@@ -146,15 +146,30 @@ impl Job {
         }
     }
 
-    /// What the bloom check looks for.
+    /// What the bloom check looks for: per address, the topics its contract's requests ask for.
     pub(super) fn interests(&self) -> Vec<follow::Interest> {
         self.contracts
             .iter()
             .flat_map(|c| {
-                c.addresses.iter().map(|a| follow::Interest {
-                    address: *a,
-                    topic0: c.selectors.clone(),
-                })
+                let groups = if c.filters.is_empty() {
+                    vec![Group::unfiltered(c.addresses.clone(), c.selectors.clone())]
+                } else {
+                    filtered_groups(c)
+                };
+                groups
+                    .into_iter()
+                    .flat_map(|group| {
+                        group
+                            .addresses
+                            .iter()
+                            .map(|&address| follow::Interest {
+                                address,
+                                topic0: group.topic0.clone(),
+                                indexed: group.indexed.clone(),
+                            })
+                            .collect::<Vec<_>>()
+                    })
+                    .collect::<Vec<_>>()
             })
             .collect()
     }
@@ -252,24 +267,7 @@ fn selection(contracts: &[Contract], range: BlockRange) -> Selection {
             }
             continue;
         }
-        // config: a filtered contract has no anonymous event, so every event has a selector.
-        let unfiltered: Vec<B256> = contract
-            .event_topics
-            .iter()
-            .copied()
-            .filter(|t| !filtered(t))
-            .collect();
-        if !unfiltered.is_empty() {
-            narrowed.push(Group::unfiltered(
-                contract.addresses.clone(),
-                Some(sorted(unfiltered)),
-            ));
-        }
-        narrowed.extend(contract.filters.iter().map(|filter| Group {
-            addresses: contract.addresses.clone(),
-            topic0: Some(vec![filter.selector]),
-            indexed: filter.topics.clone(),
-        }));
+        narrowed.extend(filtered_groups(contract));
     }
     all.topic0 = all.topic0.map(sorted);
     pairs.sort();
@@ -278,6 +276,26 @@ fn selection(contracts: &[Contract], range: BlockRange) -> Selection {
         groups: fetch::merge_groups(std::iter::once(all).chain(narrowed)),
         pairs,
     }
+}
+
+/// The groups of a filtered contract: its unfiltered events (if any), then one per filtered event.
+fn filtered_groups(contract: &Contract) -> Vec<Group> {
+    let filtered = |topic: &B256| contract.filters.iter().any(|f| f.selector == *topic);
+    // config: a filtered contract has no anonymous event, so every event has a selector.
+    let unfiltered: Vec<B256> = contract
+        .event_topics
+        .iter()
+        .copied()
+        .filter(|t| !filtered(t))
+        .collect();
+    let unfiltered = (!unfiltered.is_empty())
+        .then(|| Group::unfiltered(contract.addresses.clone(), Some(sorted(unfiltered))));
+    let narrowed = contract.filters.iter().map(|filter| Group {
+        addresses: contract.addresses.clone(),
+        topic0: Some(vec![filter.selector]),
+        indexed: filter.topics.clone(),
+    });
+    unfiltered.into_iter().chain(narrowed).collect()
 }
 
 fn sorted(mut topics: Vec<B256>) -> Vec<B256> {
@@ -331,5 +349,70 @@ mod head_span_tests {
         assert_eq!(job.head_span_after(900, 1064), job.head_span(1064));
         job.advance(1029);
         assert_eq!(job.head_span(1064), span(1030, 1064));
+    }
+}
+
+#[cfg(test)]
+mod selection_tests {
+    use std::path::Path;
+
+    use alloy_primitives::{keccak256, Address, B256};
+
+    use super::Job;
+    use crate::fetch::Group;
+    use crate::primitives::BlockRange;
+
+    const TRANSFER: &str =
+        "event Transfer(address indexed from, address indexed to, uint256 value)";
+    const APPROVAL: &str =
+        "event Approval(address indexed owner, address indexed spender, uint256 value)";
+
+    fn contract(name: &str, address: u8, filters: Option<&str>) -> String {
+        let filters = filters.map_or(String::new(), |f| format!("filters = {f}\n"));
+        format!(
+            "[[contracts]]\nname = \"{name}\"\naddress = \"0x{address:040x}\"\n\
+             events = [\"{TRANSFER}\", \"{APPROVAL}\"]\n{filters}"
+        )
+    }
+
+    /// Unfiltered contracts share one request; a filtered contract's unfiltered events are a group of
+    /// their own (merged with the unfiltered one only where its topics are identical); each filtered event
+    /// is one more group, shared by contracts whose filters are identical.
+    #[test]
+    fn a_range_is_asked_for_by_filter_group() {
+        let to_one = "{ Transfer = { to = [\"0x0000000000000000000000000000000000000001\"] } }";
+        let text = format!(
+            "[node]\nurl = \"sim://\"\n[database]\nurl = \"sqlite::memory:\"\n{}{}{}{}",
+            contract("plain", 1, None),
+            contract("other_plain", 2, None),
+            contract("narrow", 3, Some(to_one)),
+            contract("narrow_too", 4, Some(to_one)),
+        );
+        let config = crate::config::load_str(Path::new("config.toml"), &text, &|_| None)
+            .expect("a valid config");
+        let job = Job::new(&config).expect("the events resolve");
+        let selection = job.selector()(BlockRange::new(0, 10).unwrap());
+        let transfer = keccak256("Transfer(address,address,uint256)");
+        let approval = keccak256("Approval(address,address,uint256)");
+        let mut both = vec![transfer, approval];
+        both.sort();
+        let a = |n: u8| Address::left_padding_from(&[n]);
+        let to_one_topic = B256::left_padding_from(&[1]);
+        assert_eq!(
+            selection.groups,
+            [
+                Group::unfiltered(vec![a(1), a(2)], Some(both)),
+                Group::unfiltered(vec![a(3), a(4)], Some(vec![approval])),
+                Group {
+                    addresses: vec![a(3), a(4)],
+                    topic0: Some(vec![transfer]),
+                    indexed: [None, Some(vec![to_one_topic]), None],
+                },
+            ]
+        );
+        // Surveys may probe the unfiltered events only by (address, topic0) pair.
+        assert!(selection.pairs.contains(&(a(3), approval)));
+        assert!(!selection.pairs.contains(&(a(3), transfer)));
+        assert!(selection.pairs.contains(&(a(1), transfer)));
     }
 }
