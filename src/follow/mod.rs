@@ -155,4 +155,32 @@ mod tests {
             Vec::<u64>::new()
         );
     }
+
+    /// A filtered event's block is suspicious only when the bloom also holds one of each position's
+    /// wanted values: a log of the event with other values is no reason to read the block again.
+    #[test]
+    fn a_filtered_interest_needs_a_wanted_value_in_the_bloom() {
+        let address = Address::repeat_byte(0xaa);
+        let (selector, wanted, other) = (
+            B256::repeat_byte(0xbb),
+            B256::repeat_byte(0x01),
+            B256::repeat_byte(0x02),
+        );
+        let block = |number: u64, topic: B256| {
+            let mut h = header(number, 1, 0);
+            for input in [address.as_slice(), selector.as_slice(), topic.as_slice()] {
+                h.logs_bloom.accrue(BloomInput::Raw(input));
+            }
+            h
+        };
+        let interests = [Interest {
+            address,
+            topic0: Some(vec![selector]),
+            indexed: [None, Some(vec![wanted]), None],
+        }];
+        assert_eq!(
+            suspicious_empty_blocks(&[block(5, wanted), block(6, other)], &[], &interests),
+            vec![5]
+        );
+    }
 }
