@@ -11,6 +11,7 @@ use alloy_primitives::{Address, B256};
 use toml::{Table, Value};
 
 use super::factory::{self, RawFactory};
+use super::filters;
 use super::reader::{field, Reader};
 use super::{ContractConfig, EventConfig};
 use crate::decode;
@@ -23,6 +24,7 @@ const CONTRACT_KEYS: &[&str] = &[
     "events",
     "start_block",
     "factory",
+    "filters",
 ];
 
 /// Every `[[contracts]]` entry; `base_dir` is the config file's directory (ABI paths are relative to it).
@@ -53,6 +55,8 @@ pub(super) fn contracts(
         }
     };
     let mut contracts: Vec<ContractConfig> = Vec::new();
+    // The field name of each of `contracts`, for checks across entries.
+    let mut sections: Vec<String> = Vec::new();
     // Table name -> the contract section that owns it, to catch `token_a` + `Transfer` vs `token` + `ATransfer`.
     let mut table_owners: HashMap<String, String> = HashMap::new();
     // Snake-cased name -> the contract section that has it.
@@ -98,8 +102,16 @@ pub(super) fn contracts(
             }
         }
         contracts.push(contract);
+        sections.push(section);
     }
     for (child, raw) in factories {
+        if !contracts[child].filters.is_empty() {
+            reader.error(
+                &field(&sections[child], "filters"),
+                "is given together with factory",
+                "remove it: filters on a factory's children are not supported (filter in SQL on the typed tables)",
+            );
+        }
         if let Some(resolved) = factory::resolve(reader, &contracts, child, &raw) {
             // Discovery starts where the factory's own indexing does.
             let parent_start = contracts
@@ -110,6 +122,7 @@ pub(super) fn contracts(
             contracts[child].factory = Some(resolved);
         }
     }
+    filters::check_shared_addresses(reader, &contracts, &sections);
     contracts
 }
 
@@ -162,6 +175,7 @@ fn contract(
         name.as_deref().unwrap_or("contract"),
     );
     let (events, named_selectors) = events?;
+    let filters = filters::filters(reader, section, table, &events)?;
     Some((
         ContractConfig {
             name: name?,
@@ -170,6 +184,7 @@ fn contract(
             events,
             named_selectors,
             factory: None,
+            filters,
         },
         raw_factory,
     ))

@@ -18,13 +18,18 @@
 //! - Table names are `<contract>_<event>`; overloads of one event name get `_2`, `_3`, ... in ABI order (or
 //!   `events` order without an ABI), counted over the whole ABI so that selecting a subset renames nothing.
 //!   Two contracts whose tables would share a name (`token_a` + `Transfer`, `token` + `ATransfer`) are an error.
+//! - `filters` (see `config::filters`) name configured events and their indexed parameters; a filter on an
+//!   overloaded name applies to each overload. A filtered contract selects no anonymous event and shares no
+//!   address with another entry: either would let logs the filter excludes into its tables.
 
 mod contracts;
 mod factory;
+mod filters;
 mod reader;
 mod secret;
 mod sections;
 
+pub use filters::{record as filters_record, EventFilter};
 pub use secret::SecretUrl;
 pub use sections::*;
 
@@ -183,6 +188,8 @@ pub struct ContractConfig {
     /// `factory`: the contract's addresses are the children this factory announces (then `addresses` is
     /// empty and `start_block` is the factory contract's).
     pub factory: Option<FactoryConfig>,
+    /// `filters`: per filtered event, the topics the node is asked for; empty when unfiltered.
+    pub filters: Vec<EventFilter>,
 }
 
 /// Where a factory-created contract's addresses come from: a parameter of an event of another contract.

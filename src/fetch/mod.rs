@@ -9,8 +9,9 @@
 //! log means.
 
 mod gate;
+mod groups;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use alloy_primitives::{Address, B256};
@@ -20,6 +21,8 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 pub use gate::{Gate, GateConfig, GateStats, OnSplit};
+pub(crate) use groups::get_logs;
+pub use groups::{merge as merge_groups, Group};
 
 #[cfg(test)]
 mod simulation;
@@ -107,12 +110,11 @@ pub(crate) fn join_failure(err: tokio::task::JoinError) -> String {
 /// Which logs to ask for over a range.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Selection {
-    /// Emitting contracts.
-    pub addresses: Vec<Address>,
-    /// Alternatives for topic0; `None` when an anonymous event forbids a topic0 filter.
-    pub topic0: Option<Vec<B256>>,
-    /// Every (address, topic0) of a selected contract's non-anonymous events: the narrow filters a density
-    /// survey may probe with (even when `topic0` is `None`).
+    /// One `eth_getLogs` filter each (see [`groups`]): a single group unless contracts filter their events'
+    /// indexed parameters.
+    pub groups: Vec<Group>,
+    /// Every (address, topic0) of a selected contract's non-anonymous, unfiltered events: the narrow
+    /// filters a density survey may probe with (even when a group's topic0 is `None`).
     pub pairs: Vec<(Address, B256)>,
 }
 
@@ -127,8 +129,8 @@ pub struct Fetched {
 
 /// One finished request of [`run`].
 enum Task {
-    /// A range of logs.
-    Range(BlockRange, Result<Vec<Log>, Error>),
+    /// A range of logs, with what each of its groups answered.
+    Range(BlockRange, groups::Answered),
     /// One block over the cap, fetched by narrower filters. Its mix of logs is not counted towards a probe's
     /// share: such a block is an outlier by definition (on the simulated chain every event is equally
     /// likely in one, and counting it skewed the share by a fifth).
@@ -137,45 +139,48 @@ enum Task {
     Survey(SurveyRequest, Result<Vec<BlockNumber>, Error>),
 }
 
-/// A narrow filter a survey may use: one address, and one topic0 of the selection or all of them.
+/// A narrow filter a survey may use: one address of a group with that group's topics, or with one topic0
+/// of an unfiltered event. A survey asks for exactly the logs it counts in full answers, filtered events
+/// included (they are often the narrowest probes there are).
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Probe {
-    address: Address,
-    topic0: Option<B256>,
+    filter: Group,
 }
 
-/// The probes a selection offers: each address (with the selection's topic0 filter), and each
-/// (address, topic0) pair of its events.
+/// The probes a selection offers: each address of each group (with the group's topics), and each
+/// (address, topic0) pair of unfiltered events.
 fn probes(selection: &Selection) -> Vec<Probe> {
-    let addresses = selection.addresses.iter().map(|&address| Probe {
-        address,
-        topic0: None,
+    let addresses = selection.groups.iter().flat_map(|group| {
+        group.addresses.iter().map(|&address| Group {
+            addresses: vec![address],
+            ..group.clone()
+        })
     });
-    let pairs = selection.pairs.iter().map(|&(address, topic0)| Probe {
-        address,
-        topic0: Some(topic0),
-    });
-    addresses.chain(pairs).collect()
+    let pairs = selection
+        .pairs
+        .iter()
+        .map(|&(address, topic0)| Group::unfiltered(vec![address], Some(vec![topic0])));
+    let mut probes: Vec<Probe> = Vec::new();
+    for filter in addresses.chain(pairs) {
+        if !probes.iter().any(|p| p.filter == filter) {
+            probes.push(Probe { filter });
+        }
+    }
+    probes
 }
 
 /// How many of `logs` each probe matches.
 fn probe_counts(probes: &[Probe], logs: &[Log]) -> Vec<u64> {
-    let mut by_pair: HashMap<(Address, Option<B256>), u64> = HashMap::new();
-    for log in logs {
-        *by_pair
-            .entry((log.address, log.topics.first().copied()))
-            .or_default() += 1;
-    }
-    probes
+    let filters: Vec<LogFilter> = probes
         .iter()
-        .map(|probe| {
-            by_pair
-                .iter()
-                .filter(|((address, topic0), _)| {
-                    *address == probe.address && (probe.topic0.is_none() || *topic0 == probe.topic0)
-                })
-                .map(|(_, n)| n)
-                .sum()
+        .map(|p| p.filter.filter(Blocks::Range(BlockRange::single(0))))
+        .collect();
+    filters
+        .iter()
+        .map(|filter| {
+            logs.iter()
+                .filter(|log| groups::admits(filter, log))
+                .count() as u64
         })
         .collect()
 }
@@ -224,6 +229,8 @@ pub async fn run(
     let mut in_flight: JoinSet<Task> = JoinSet::new();
     let mut ready: BTreeMap<BlockNumber, Fetched> = BTreeMap::new();
     let mut ready_logs = 0usize;
+    // Groups' answers for ranges another group's refusal split, until the pieces are fetched.
+    let mut kept = groups::Kept::default();
     let mut next_to_send: Option<BlockNumber> = None;
     // Surveys count like ranges: a survey answer is a body of up to a range's size, and one arriving on
     // top of a full budget was what raised the peak at 10x the chain (docs/BENCHMARKS.md).
@@ -239,19 +246,14 @@ pub async fn run(
     loop {
         // Surveys first, all that are due (a spot survey and the lookahead can be due together): a range
         // cut before the lookahead survey is in flight would be cut blind.
-        while in_flight.len() < allowed && within_budget(&ready, ready_logs, in_flight.len()) {
+        while in_flight.len() < allowed
+            && within_budget(&ready, ready_logs + kept.n_logs(), in_flight.len())
+        {
             let Some(request) = planner.next_survey() else {
                 break;
             };
             let probe = &probes[request.probe];
-            let filter = LogFilter {
-                blocks: Blocks::Range(request.range),
-                addresses: vec![probe.address],
-                topic0: probe
-                    .topic0
-                    .map(|t| vec![t])
-                    .or_else(|| sampling_selection.topic0.clone()),
-            };
+            let filter = probe.filter.filter(Blocks::Range(request.range));
             let (client, gate) = (client.clone(), gate.clone());
             in_flight.spawn(async move {
                 let logs = gate
@@ -265,7 +267,8 @@ pub async fn run(
         }
         // Split pieces go out whatever the budget: every later range waits for them.
         while in_flight.len() < allowed
-            && (planner.has_pieces() || within_budget(&ready, ready_logs, in_flight.len()))
+            && (planner.has_pieces()
+                || within_budget(&ready, ready_logs + kept.n_logs(), in_flight.len()))
         {
             let Some(range) = planner.next_range() else {
                 break;
@@ -277,14 +280,11 @@ pub async fn run(
                 spawn_by_filters(&mut in_flight, client, gate, range, selection);
                 continue;
             }
+            let prefilled = kept.for_range(&selection, range);
             in_flight.spawn(async move {
-                let filter = LogFilter {
-                    blocks: Blocks::Range(range),
-                    addresses: selection.addresses,
-                    topic0: selection.topic0,
-                };
-                let logs = get_logs(&client, &gate, &filter).await;
-                Task::Range(range, logs.and_then(|logs| checked(range, &filter, logs)))
+                let answered =
+                    groups::get_range_logs(&client, &gate, range, &selection, prefilled).await;
+                Task::Range(range, answered)
             });
         }
         // Send the next range in order as soon as the writer has room, and meanwhile keep taking answers in
@@ -301,6 +301,7 @@ pub async fn run(
                 let fetched = ready.remove(&next).expect("sendable");
                 ready_logs -= fetched.logs.len();
                 next_to_send = Some(fetched.range.end() + 1);
+                kept.forget_below(fetched.range.end() + 1);
                 place.send(fetched);
                 continue;
             }
@@ -322,7 +323,12 @@ pub async fn run(
                 }
                 continue;
             }
-            Task::Range(range, result) => (range, result, true),
+            Task::Range(range, answered) => {
+                if matches!(answered.logs, Err(Error::Split(_))) {
+                    kept.keep(range, answered.by_group);
+                }
+                (range, answered.logs, true)
+            }
             Task::Overflow(range, result) => (range, result, false),
         };
         match result {
@@ -404,47 +410,8 @@ pub enum FirstRequest {
     Halves,
 }
 
-impl Selection {
-    /// Two narrower selections that together ask for the same logs: halves of the addresses, else of the
-    /// topic0 alternatives; `None` when neither can be narrowed.
-    fn halves(self) -> Option<(Selection, Selection)> {
-        let Selection {
-            addresses, topic0, ..
-        } = self;
-        if addresses.len() > 1 {
-            let (a, b) = addresses.split_at(addresses.len() / 2);
-            return Some((
-                Selection {
-                    addresses: a.to_vec(),
-                    topic0: topic0.clone(),
-                    pairs: Vec::new(),
-                },
-                Selection {
-                    addresses: b.to_vec(),
-                    topic0,
-                    pairs: Vec::new(),
-                },
-            ));
-        }
-        let topics = topic0.filter(|t| t.len() > 1)?;
-        let (a, b) = topics.split_at(topics.len() / 2);
-        Some((
-            Selection {
-                addresses: addresses.clone(),
-                topic0: Some(a.to_vec()),
-                pairs: Vec::new(),
-            },
-            Selection {
-                addresses,
-                topic0: Some(b.to_vec()),
-                pairs: Vec::new(),
-            },
-        ))
-    }
-}
-
-/// Fetches one block whose logs exceed the node's cap by narrowing the filter: halves of the address set,
-/// then halves of the topic0 set, merged back into log order. The narrower requests run concurrently (each
+/// Fetches one block whose logs exceed the node's cap by narrowing the filter of each group: halves of the
+/// address set, then halves of the topic0 set, merged back into log order. The narrower requests run concurrently (each
 /// through the gate): every later range waits for this block to be committed in order, so its latency is
 /// the whole pipeline's.
 ///
@@ -457,30 +424,28 @@ pub(crate) async fn fetch_block_by_filters(
     selection: Selection,
     first: FirstRequest,
 ) -> Result<Vec<Log>, Error> {
-    let request = |selection: Selection| async move {
-        let filter = LogFilter {
-            blocks: Blocks::Range(BlockRange::single(block)),
-            addresses: selection.addresses.clone(),
-            topic0: selection.topic0.clone(),
-        };
-        let answer = get_logs(client, gate, &filter).await;
-        (selection, filter, answer)
+    let request = |group: Group| async move {
+        let filter = group.filter(Blocks::Range(BlockRange::single(block)));
+        let answer = get_chunked(client, gate, &filter).await;
+        (group, filter, answer)
     };
     let mut pending = FuturesUnordered::new();
-    match first {
-        FirstRequest::Whole => pending.push(request(selection)),
-        FirstRequest::Halves => match selection.clone().halves() {
-            Some((a, b)) => pending.extend([request(a), request(b)]),
-            None => pending.push(request(selection)),
-        },
+    for group in selection.groups {
+        match first {
+            FirstRequest::Whole => pending.push(request(group)),
+            FirstRequest::Halves => match group.clone().halves() {
+                Some((a, b)) => pending.extend([request(a), request(b)]),
+                None => pending.push(request(group)),
+            },
+        }
     }
     let mut logs = Vec::new();
-    while let Some((selection, filter, answer)) = pending.next().await {
+    while let Some((group, filter, answer)) = pending.next().await {
         match answer {
             Ok(part) => logs.extend(checked(BlockRange::single(block), &filter, part)?),
             Err(Error::Split(_)) => {
-                let address = selection.addresses[0];
-                let Some((a, b)) = selection.halves() else {
+                let address = group.addresses[0];
+                let Some((a, b)) = group.halves() else {
                     return Err(Error::BlockOverflow {
                         block,
                         address,
@@ -514,7 +479,7 @@ pub const ADDRESSES_PER_REQUEST: usize = 1_000;
 ///
 /// # Errors
 /// Any [`Error`] of a part.
-pub(crate) async fn get_logs(
+pub(crate) async fn get_chunked(
     client: &Client,
     gate: &Gate,
     filter: &LogFilter,
@@ -529,9 +494,8 @@ pub(crate) async fn get_logs(
         .chunks(ADDRESSES_PER_REQUEST)
         .map(|chunk| async move {
             let part = LogFilter {
-                blocks: filter.blocks,
                 addresses: chunk.to_vec(),
-                topic0: filter.topic0.clone(),
+                ..filter.clone()
             };
             gate.run("eth_getLogs", OnSplit::Return, || client.get_logs(&part))
                 .await
@@ -544,7 +508,7 @@ pub(crate) async fn get_logs(
 
 /// Refuses answers that cannot belong to the request (a backend bug would otherwise become a silent gap
 /// or a foreign row), and puts the logs in `(block_number, log_index)` order.
-fn checked(range: BlockRange, filter: &LogFilter, mut logs: Vec<Log>) -> Result<Vec<Log>, Error> {
+fn checked(range: BlockRange, filter: &LogFilter, logs: Vec<Log>) -> Result<Vec<Log>, Error> {
     // Thousands of factory children make a list scan per log too slow.
     let many: Option<std::collections::HashSet<&Address>> =
         (filter.addresses.len() > 16).then(|| filter.addresses.iter().collect());
@@ -566,6 +530,7 @@ fn checked(range: BlockRange, filter: &LogFilter, mut logs: Vec<Log>) -> Result<
             )));
         }
     }
+    let mut logs = groups::checked_topics(filter, logs)?;
     if !logs.is_sorted_by_key(|log| (log.block_number, log.log_index)) {
         logs.sort_by_key(|log| (log.block_number, log.log_index));
     }

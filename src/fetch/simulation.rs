@@ -9,7 +9,7 @@ use std::collections::VecDeque;
 
 use alloy_primitives::{Address, B256};
 
-use super::{probes, Probe, Selection};
+use super::{probes, Group, Probe, Selection};
 use crate::devnode::{contracts, DevNodeConfig, GroundTruth};
 use crate::planner::{Outcome, Planner, PlannerConfig, SurveyRequest, Verdict};
 use crate::primitives::{BlockNumber, BlockRange};
@@ -71,25 +71,25 @@ impl Chain {
         })
     }
 
-    fn count(&self, range: BlockRange, selection: &Selection) -> u64 {
-        self.matching(range, &selection.addresses, selection.topic0.as_deref())
+    fn count(&self, range: BlockRange, group: &Group) -> u64 {
+        self.matching(range, &group.addresses, group.topic0.as_deref())
             .map(|(_, n)| n)
             .sum()
     }
 
     /// Requests `fetch_block_by_filters` makes for one block.
-    fn by_filters(&self, block: BlockNumber, selection: Selection) -> u64 {
-        let (a, b) = selection
+    fn by_filters(&self, block: BlockNumber, group: Group) -> u64 {
+        let (a, b) = group
             .halves()
             .expect("the simulated selection has several addresses");
         let mut todo = vec![a, b];
         let mut requests = 0;
-        while let Some(selection) = todo.pop() {
+        while let Some(group) = todo.pop() {
             requests += 1;
-            if self.count(BlockRange::single(block), &selection) <= CAP {
+            if self.count(BlockRange::single(block), &group) <= CAP {
                 continue;
             }
-            let (a, b) = selection
+            let (a, b) = group
                 .halves()
                 .expect("the simulated chain narrows by address");
             todo.push(a);
@@ -112,18 +112,20 @@ struct Tally {
 
 fn simulate(chain: &Chain, config: PlannerConfig, head: BlockNumber) -> Tally {
     let selection = Selection {
-        addresses: {
-            let mut all = contracts::ALL_CONTRACTS.to_vec();
-            all.sort();
-            all
-        },
-        topic0: {
-            let mut all: Vec<B256> = chain.pairs.iter().filter_map(|(_, t)| *t).collect();
-            all.sort();
-            all.dedup();
-            // An anonymous event forbids a topic0 filter (as `pipeline::selection` decides).
-            chain.pairs.iter().all(|(_, t)| t.is_some()).then_some(all)
-        },
+        groups: vec![Group::unfiltered(
+            {
+                let mut all = contracts::ALL_CONTRACTS.to_vec();
+                all.sort();
+                all
+            },
+            {
+                let mut all: Vec<B256> = chain.pairs.iter().filter_map(|(_, t)| *t).collect();
+                all.sort();
+                all.dedup();
+                // An anonymous event forbids a topic0 filter (as `pipeline::selection` decides).
+                chain.pairs.iter().all(|(_, t)| t.is_some()).then_some(all)
+            },
+        )],
         pairs: {
             let mut pairs: Vec<(Address, B256)> = chain
                 .pairs
@@ -135,6 +137,7 @@ fn simulate(chain: &Chain, config: PlannerConfig, head: BlockNumber) -> Tally {
         },
     };
     let probes: Vec<Probe> = probes(&selection);
+    let group = selection.groups[0].clone();
     let mut planner = Planner::new(config, BlockRange::new(0, head).unwrap(), []);
     let mut outstanding: VecDeque<Item> = VecDeque::new();
     let mut tally = Tally {
@@ -164,9 +167,12 @@ fn simulate(chain: &Chain, config: PlannerConfig, head: BlockNumber) -> Tally {
             Item::Survey(survey) => {
                 tally.surveys += 1;
                 let probe = &probes[survey.probe];
-                let topic0 = probe.topic0.map(|t| vec![t]).or(selection.topic0.clone());
                 let hits: Vec<BlockNumber> = chain
-                    .matching(survey.range, &[probe.address], topic0.as_deref())
+                    .matching(
+                        survey.range,
+                        &probe.filter.addresses,
+                        probe.filter.topic0.as_deref(),
+                    )
                     .flat_map(|(block, n)| std::iter::repeat_n(block, n as usize))
                     .collect();
                 if hits.len() as u64 > CAP {
@@ -177,18 +183,18 @@ fn simulate(chain: &Chain, config: PlannerConfig, head: BlockNumber) -> Tally {
                 }
             }
             Item::Range(range) if planner.expects_overflow(range) => {
-                tally.requests += chain.by_filters(range.start(), selection.clone()) - 1;
-                let n = chain.count(range, &selection);
+                tally.requests += chain.by_filters(range.start(), group.clone()) - 1;
+                let n = chain.count(range, &group);
                 assert_eq!(planner.report(range, Outcome::Logs { n }), Verdict::Done);
             }
             Item::Range(range) => {
-                let n = chain.count(range, &selection);
+                let n = chain.count(range, &group);
                 if n > CAP {
                     tally.refused += 1;
                     let verdict =
                         planner.report(range, Outcome::TooManyResults { suggested: None });
                     if verdict == Verdict::SingleBlockOverflow {
-                        tally.requests += chain.by_filters(range.start(), selection.clone());
+                        tally.requests += chain.by_filters(range.start(), group.clone());
                         planner.report(range, Outcome::Logs { n });
                     }
                     continue;
@@ -196,9 +202,8 @@ fn simulate(chain: &Chain, config: PlannerConfig, head: BlockNumber) -> Tally {
                 let counts: Vec<u64> = probes
                     .iter()
                     .map(|p| {
-                        let topic0 = p.topic0.map(|t| vec![t]).or(selection.topic0.clone());
                         chain
-                            .matching(range, &[p.address], topic0.as_deref())
+                            .matching(range, &p.filter.addresses, p.filter.topic0.as_deref())
                             .map(|(_, n)| n)
                             .sum()
                     })

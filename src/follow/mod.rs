@@ -55,6 +55,8 @@ pub struct Interest {
     pub address: Address,
     /// topic0 values of its events; `None` when an anonymous event means any log of it counts.
     pub topic0: Option<Vec<B256>>,
+    /// Values one of which topics 1, 2 and 3 must hold (a filtered event's indexed parameters); `None`: any.
+    pub indexed: [Option<Vec<B256>>; 3],
 }
 
 /// Blocks that came back with no logs although their `logsBloom` says they may hold a log we asked for: a
@@ -77,12 +79,17 @@ fn may_contain(bloom: &Bloom, interest: &Interest) -> bool {
     if !bloom.contains_input(BloomInput::Raw(interest.address.as_slice())) {
         return false;
     }
-    match &interest.topic0 {
-        None => true,
-        Some(topics) => topics
+    // A bloom holds every topic of every log of the block, by value: a wanted topic it lacks rules the
+    // block out. (Without the indexed topics, every block with any log of a filtered event looked
+    // suspicious and was read again.)
+    let any_of = |topics: &Vec<B256>| {
+        topics
             .iter()
-            .any(|t| bloom.contains_input(BloomInput::Raw(t.as_slice()))),
-    }
+            .any(|t| bloom.contains_input(BloomInput::Raw(t.as_slice())))
+    };
+    std::iter::once(&interest.topic0)
+        .chain(&interest.indexed)
+        .all(|wanted| wanted.as_ref().is_none_or(any_of))
 }
 
 #[cfg(test)]
@@ -137,6 +144,7 @@ mod tests {
         let interests = [Interest {
             address,
             topic0: Some(vec![topic]),
+            indexed: Default::default(),
         }];
         assert_eq!(
             suspicious_empty_blocks(&[with.clone(), without.clone()], &[], &interests),
@@ -145,6 +153,34 @@ mod tests {
         assert_eq!(
             suspicious_empty_blocks(&[with, without], &[5], &interests),
             Vec::<u64>::new()
+        );
+    }
+
+    /// A filtered event's block is suspicious only when the bloom also holds one of each position's
+    /// wanted values: a log of the event with other values is no reason to read the block again.
+    #[test]
+    fn a_filtered_interest_needs_a_wanted_value_in_the_bloom() {
+        let address = Address::repeat_byte(0xaa);
+        let (selector, wanted, other) = (
+            B256::repeat_byte(0xbb),
+            B256::repeat_byte(0x01),
+            B256::repeat_byte(0x02),
+        );
+        let block = |number: u64, topic: B256| {
+            let mut h = header(number, 1, 0);
+            for input in [address.as_slice(), selector.as_slice(), topic.as_slice()] {
+                h.logs_bloom.accrue(BloomInput::Raw(input));
+            }
+            h
+        };
+        let interests = [Interest {
+            address,
+            topic0: Some(vec![selector]),
+            indexed: [None, Some(vec![wanted]), None],
+        }];
+        assert_eq!(
+            suspicious_empty_blocks(&[block(5, wanted), block(6, other)], &[], &interests),
+            vec![5]
         );
     }
 }

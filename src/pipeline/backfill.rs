@@ -40,6 +40,7 @@ impl<'a> super::Ctx<'a> {
             fetch_cancel.clone(),
         ));
         let node = self.node.clone();
+        let stored = self.job.stored();
         // With block timestamps, ranges pass the stamping stage on their way to the decoder; its header
         // reads overlap with the fetching and the commits (`enrich`).
         let (mut rx, stamper) = match self.job.timestamps {
@@ -93,7 +94,7 @@ impl<'a> super::Ctx<'a> {
                     let stamped = futures::future::try_join_all(
                         fetched
                             .iter_mut()
-                            .map(|f| enrich::stamp(&node, &mut f.logs)),
+                            .map(|f| enrich::stamp_stored(&node, &mut f.logs, &*stored)),
                     );
                     if let Err(err) = stamped.await {
                         break Err(err);

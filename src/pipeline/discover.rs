@@ -14,7 +14,7 @@ use alloy_dyn_abi::{DynSolEvent, Specifier};
 use alloy_primitives::{Address, B256};
 
 use crate::config::{Config, FactoryConfig};
-use crate::fetch::{Fetched, Selection};
+use crate::fetch::{Fetched, Group, Selection};
 use crate::planner::{Planner, PlannerConfig};
 use crate::primitives::{BlockNumber, BlockRange, Log};
 use crate::sink::ChildRow;
@@ -293,8 +293,7 @@ impl Job {
     ) -> Result<Vec<Log>, Error> {
         tracing::debug!(%span, children = addresses.len(), "filling in children found since the range was fetched");
         let selection = Selection {
-            addresses,
-            topic0,
+            groups: vec![Group::unfiltered(addresses, topic0)],
             pairs: Vec::new(),
         };
         let planner = Planner::new(

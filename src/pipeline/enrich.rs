@@ -42,7 +42,7 @@ pub(crate) async fn stamp(node: &Node, logs: &mut [Log]) -> Result<(), Error> {
 /// [`stamp`] for the logs that `stored` says the database keeps: the others (a log the node matched by
 /// address and topic0 that no configured event takes, a `removed` one) are dropped by the decoder, and a
 /// block with only such logs needs no header.
-async fn stamp_stored(
+pub(super) async fn stamp_stored(
     node: &Node,
     logs: &mut [Log],
     stored: &(dyn Fn(&Log) -> bool + Sync),

@@ -6,9 +6,9 @@ use std::sync::{Arc, RwLock};
 
 use alloy_primitives::{Address, B256};
 
-use crate::config::Config;
+use crate::config::{self, Config, EventFilter};
 use crate::decode::EventDecoder;
-use crate::fetch::Selection;
+use crate::fetch::{self, Group, Selection};
 use crate::follow;
 use crate::planner::{Planner, PlannerConfig};
 use crate::primitives::{BlockNumber, BlockRange};
@@ -35,6 +35,8 @@ pub(super) struct Contract {
     /// topic0 of every non-anonymous event of the contract's ABI, configured or not, sorted: such a log is
     /// never an anonymous event's.
     pub(super) named_selectors: Vec<B256>,
+    /// `filters`: each filtered event's topics (empty when the contract is unfiltered).
+    pub(super) filters: Vec<EventFilter>,
 }
 
 /// What a config asks to index, resolved: decoders, tables, and contracts with their next blocks.
@@ -113,12 +115,14 @@ impl Job {
                 selectors,
                 event_topics,
                 named_selectors: contract.named_selectors.clone(),
+                filters: contract.filters.clone(),
             });
             specs.push(ContractSpec {
                 name: contract.name.clone(),
                 addresses: contract.addresses.clone(),
                 events,
                 start_block: contract.start_block,
+                filters: config::filters_record(&contract.filters),
             });
         }
         let mut by_address: HashMap<Address, Vec<usize>> = HashMap::new();
@@ -218,20 +222,37 @@ impl Job {
         }
     }
 
-    /// What the bloom check looks for: every contract's addresses and every child known.
+    /// What the bloom check looks for: per address (a factory's known children included), the topics its
+    /// contract's requests ask for.
     pub(super) fn interests(&self) -> Vec<follow::Interest> {
         let children = self.children.read().expect("children lock");
         let child_interests = children.list.iter().map(|c| follow::Interest {
             address: c.address,
             topic0: self.contracts[c.contract].selectors.clone(),
+            indexed: Default::default(),
         });
         self.contracts
             .iter()
             .flat_map(|c| {
-                c.addresses.iter().map(|a| follow::Interest {
-                    address: *a,
-                    topic0: c.selectors.clone(),
-                })
+                let groups = if c.filters.is_empty() {
+                    vec![Group::unfiltered(c.addresses.clone(), c.selectors.clone())]
+                } else {
+                    filtered_groups(c)
+                };
+                groups
+                    .into_iter()
+                    .flat_map(|group| {
+                        group
+                            .addresses
+                            .iter()
+                            .map(|&address| follow::Interest {
+                                address,
+                                topic0: group.topic0.clone(),
+                                indexed: group.indexed.clone(),
+                            })
+                            .collect::<Vec<_>>()
+                    })
+                    .collect::<Vec<_>>()
             })
             .chain(child_interests)
             .collect()
@@ -338,58 +359,92 @@ fn head_span(
     BlockRange::new(start, end)
 }
 
-/// The filter for a range: every contract that has joined by its start, with the children known of those
-/// created by a factory (created by the range's end), and the factory of such a contract even when the
-/// factory itself has not joined (its announcing event only: the children are found in it).
+/// The filters for a range: every contract that has joined by its start. Unfiltered contracts share one
+/// group (as they always did), with the children known of a contract created by a factory (created by the
+/// range's end), and the factory of such a contract even when the factory itself has not joined (its
+/// announcing event only: the children are found in it); a filtered contract's unfiltered events are a
+/// group of its addresses, and each filtered event one more, merged where the topics are identical
+/// (`fetch::groups`).
 fn selection(
     contracts: &[Contract],
     children: &Children,
     creators: &[(usize, usize, B256)],
     range: BlockRange,
 ) -> Selection {
-    let mut addresses: Vec<Address> = Vec::new();
-    let mut topic0: Option<Vec<B256>> = Some(Vec::new());
+    let mut all = Group::unfiltered(Vec::new(), Some(Vec::new()));
+    let mut narrowed: Vec<Group> = Vec::new();
     let mut pairs: Vec<(Address, B256)> = Vec::new();
     let joined = |c: &Contract| c.next <= range.start();
     for &(child, parent, selector) in creators {
         if joined(&contracts[child]) && !joined(&contracts[parent]) {
-            addresses.extend(&contracts[parent].addresses);
-            if let Some(all) = topic0.as_mut() {
-                all.push(selector);
+            all.addresses.extend(&contracts[parent].addresses);
+            if let Some(topic0) = all.topic0.as_mut() {
+                topic0.push(selector);
             }
         }
     }
     for (idx, contract) in contracts.iter().enumerate().filter(|(_, c)| joined(c)) {
         let found;
-        let contract_addresses = if creators.iter().any(|&(child, _, _)| child == idx) {
+        let addresses = if creators.iter().any(|&(child, _, _)| child == idx) {
             found = children.addresses_of(idx, range.end());
             &found
         } else {
             &contract.addresses
         };
-        addresses.extend(contract_addresses);
-        for &address in contract_addresses {
-            pairs.extend(contract.event_topics.iter().map(|&t| (address, t)));
+        let filtered = |topic: &B256| contract.filters.iter().any(|f| f.selector == *topic);
+        for &address in addresses {
+            pairs.extend(
+                contract
+                    .event_topics
+                    .iter()
+                    .filter(|t| !filtered(t))
+                    .map(|&t| (address, t)),
+            );
         }
-        match (&contract.selectors, topic0.as_mut()) {
-            (Some(selectors), Some(all)) => all.extend(selectors),
-            (None, _) => topic0 = None,
-            (Some(_), None) => {}
+        if contract.filters.is_empty() {
+            all.addresses.extend(addresses);
+            match (&contract.selectors, all.topic0.as_mut()) {
+                (Some(selectors), Some(topic0)) => topic0.extend(selectors),
+                (None, _) => all.topic0 = None,
+                (Some(_), None) => {}
+            }
+            continue;
         }
+        narrowed.extend(filtered_groups(contract));
     }
-    addresses.sort();
-    addresses.dedup();
-    if let Some(all) = topic0.as_mut() {
-        all.sort();
-        all.dedup();
-    }
+    all.topic0 = all.topic0.map(sorted);
     pairs.sort();
     pairs.dedup();
     Selection {
-        addresses,
-        topic0,
+        groups: fetch::merge_groups(std::iter::once(all).chain(narrowed)),
         pairs,
     }
+}
+
+/// The groups of a filtered contract: its unfiltered events (if any), then one per filtered event.
+fn filtered_groups(contract: &Contract) -> Vec<Group> {
+    let filtered = |topic: &B256| contract.filters.iter().any(|f| f.selector == *topic);
+    // config: a filtered contract has no anonymous event, so every event has a selector.
+    let unfiltered: Vec<B256> = contract
+        .event_topics
+        .iter()
+        .copied()
+        .filter(|t| !filtered(t))
+        .collect();
+    let unfiltered = (!unfiltered.is_empty())
+        .then(|| Group::unfiltered(contract.addresses.clone(), Some(sorted(unfiltered))));
+    let narrowed = contract.filters.iter().map(|filter| Group {
+        addresses: contract.addresses.clone(),
+        topic0: Some(vec![filter.selector]),
+        indexed: filter.topics.clone(),
+    });
+    unfiltered.into_iter().chain(narrowed).collect()
+}
+
+fn sorted(mut topics: Vec<B256>) -> Vec<B256> {
+    topics.sort();
+    topics.dedup();
+    topics
 }
 
 #[cfg(test)]
@@ -437,5 +492,70 @@ mod head_span_tests {
         assert_eq!(job.head_span_after(900, 1064), job.head_span(1064));
         job.advance(1029);
         assert_eq!(job.head_span(1064), span(1030, 1064));
+    }
+}
+
+#[cfg(test)]
+mod selection_tests {
+    use std::path::Path;
+
+    use alloy_primitives::{keccak256, Address, B256};
+
+    use super::Job;
+    use crate::fetch::Group;
+    use crate::primitives::BlockRange;
+
+    const TRANSFER: &str =
+        "event Transfer(address indexed from, address indexed to, uint256 value)";
+    const APPROVAL: &str =
+        "event Approval(address indexed owner, address indexed spender, uint256 value)";
+
+    fn contract(name: &str, address: u8, filters: Option<&str>) -> String {
+        let filters = filters.map_or(String::new(), |f| format!("filters = {f}\n"));
+        format!(
+            "[[contracts]]\nname = \"{name}\"\naddress = \"0x{address:040x}\"\n\
+             events = [\"{TRANSFER}\", \"{APPROVAL}\"]\n{filters}"
+        )
+    }
+
+    /// Unfiltered contracts share one request; a filtered contract's unfiltered events are a group of
+    /// their own (merged with the unfiltered one only where its topics are identical); each filtered event
+    /// is one more group, shared by contracts whose filters are identical.
+    #[test]
+    fn a_range_is_asked_for_by_filter_group() {
+        let to_one = "{ Transfer = { to = [\"0x0000000000000000000000000000000000000001\"] } }";
+        let text = format!(
+            "[node]\nurl = \"sim://\"\n[database]\nurl = \"sqlite::memory:\"\n{}{}{}{}",
+            contract("plain", 1, None),
+            contract("other_plain", 2, None),
+            contract("narrow", 3, Some(to_one)),
+            contract("narrow_too", 4, Some(to_one)),
+        );
+        let config = crate::config::load_str(Path::new("config.toml"), &text, &|_| None)
+            .expect("a valid config");
+        let job = Job::new(&config).expect("the events resolve");
+        let selection = job.selector()(BlockRange::new(0, 10).unwrap());
+        let transfer = keccak256("Transfer(address,address,uint256)");
+        let approval = keccak256("Approval(address,address,uint256)");
+        let mut both = vec![transfer, approval];
+        both.sort();
+        let a = |n: u8| Address::left_padding_from(&[n]);
+        let to_one_topic = B256::left_padding_from(&[1]);
+        assert_eq!(
+            selection.groups,
+            [
+                Group::unfiltered(vec![a(1), a(2)], Some(both)),
+                Group::unfiltered(vec![a(3), a(4)], Some(vec![approval])),
+                Group {
+                    addresses: vec![a(3), a(4)],
+                    topic0: Some(vec![transfer]),
+                    indexed: [None, Some(vec![to_one_topic]), None],
+                },
+            ]
+        );
+        // Surveys may probe the unfiltered events only by (address, topic0) pair.
+        assert!(selection.pairs.contains(&(a(3), approval)));
+        assert!(!selection.pairs.contains(&(a(3), transfer)));
+        assert!(selection.pairs.contains(&(a(1), transfer)));
     }
 }

@@ -155,8 +155,8 @@ impl Node {
         Ok(headers)
     }
 
-    /// `eth_getLogs` of `selection` over `blocks`, through the gate; a range-too-large answer comes back as
-    /// [`fetch::Error::Split`] for the caller to narrow.
+    /// `eth_getLogs` of `selection` over `blocks` (a request per filter group), through the gate; a
+    /// range-too-large answer comes back as [`fetch::Error::Split`] for the caller to narrow.
     ///
     /// # Errors
     /// Any [`fetch::Error`].
@@ -165,12 +165,7 @@ impl Node {
         blocks: rpc::Blocks,
         selection: &Selection,
     ) -> Result<Vec<Log>, fetch::Error> {
-        let filter = rpc::LogFilter {
-            blocks,
-            addresses: selection.addresses.clone(),
-            topic0: selection.topic0.clone(),
-        };
-        fetch::get_logs(&self.client, &self.gate, &filter).await
+        fetch::get_logs(&self.client, &self.gate, blocks, selection).await
     }
 
     /// `eth_getBlockByNumber(tag, false)` through the gate: `None` when the node does not know the block.

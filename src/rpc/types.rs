@@ -126,6 +126,8 @@ pub struct LogFilter {
     pub addresses: Vec<Address>,
     /// Alternatives for topic0; `None` matches any topic0 (needed for anonymous events).
     pub topic0: Option<Vec<B256>>,
+    /// Alternatives for topics 1, 2 and 3 (an event's indexed parameters); `None` matches any.
+    pub indexed: [Option<Vec<B256>>; 3],
 }
 
 impl LogFilter {
@@ -147,8 +149,16 @@ impl LogFilter {
             many => json!(many),
         };
         filter.insert("address".into(), address);
-        if let Some(topic0) = &self.topic0 {
-            filter.insert("topics".into(), json!([topic0]));
+        // spec: topics are positional OR lists, null where any value matches; trailing nulls are left out.
+        let mut topics: Vec<Value> = std::iter::once(&self.topic0)
+            .chain(&self.indexed)
+            .map(|alternatives| json!(alternatives))
+            .collect();
+        while topics.last().is_some_and(Value::is_null) {
+            topics.pop();
+        }
+        if !topics.is_empty() {
+            filter.insert("topics".into(), Value::Array(topics));
         }
         Value::Object(filter)
     }
@@ -190,6 +200,38 @@ impl<'de> Deserialize<'de> for Quantity {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Topics are positional OR lists with null where any value matches, trailing nulls left out.
+    #[test]
+    fn a_log_filter_sends_its_topics_by_position() {
+        let (t1, t2) = (B256::repeat_byte(1), B256::repeat_byte(2));
+        let filter = |topic0: Option<Vec<B256>>, indexed: [Option<Vec<B256>>; 3]| {
+            LogFilter {
+                blocks: Blocks::Range(BlockRange::new(16, 17).unwrap()),
+                addresses: vec![Address::repeat_byte(0xaa)],
+                topic0,
+                indexed,
+            }
+            .to_json()
+        };
+        let address = "0xaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+        assert_eq!(
+            filter(None, Default::default()),
+            serde_json::json!({"fromBlock": "0x10", "toBlock": "0x11", "address": address})
+        );
+        assert_eq!(
+            filter(Some(vec![t1]), Default::default())["topics"],
+            serde_json::json!([[t1]])
+        );
+        assert_eq!(
+            filter(Some(vec![t1]), [None, Some(vec![t1, t2]), None])["topics"],
+            serde_json::json!([[t1], null, [t1, t2]])
+        );
+        assert_eq!(
+            filter(None, [None, None, Some(vec![t2])])["topics"],
+            serde_json::json!([null, null, null, [t2]])
+        );
+    }
 
     #[test]
     fn parses_the_spec_log_object_exactly() {

@@ -122,6 +122,9 @@ pub struct ContractSpec {
     pub events: Vec<String>,
     /// Start block.
     pub start_block: BlockNumber,
+    /// The canonical text of its `filters` (`None`: unfiltered): a change is refused once it has a
+    /// checkpoint, since the rows it holds were fetched with the old filters.
+    pub filters: Option<String>,
 }
 
 /// One decoded row of a typed table.

@@ -1,5 +1,6 @@
 //! What both backends do before a sync writes: the checks that refuse a database built for another chain,
-//! other contract addresses or another ABI, then the typed tables and the `contracts` records. Every refusal
+//! other contract addresses, another ABI or other filters, then the typed tables and the `contracts` records
+//! (a contract's filters are recorded in `meta`, under [`filters_key`], with no migration of their own). Every refusal
 //! has one wording on both backends and names `--reindex` where that is the fix.
 //!
 //! Every read and every refusal happens before the transaction starts (an architecture invariant): a
@@ -52,6 +53,10 @@ pub(super) async fn prepare(
         if let Some(record) = recorded.iter().find(|r| r.name == contract.name) {
             check_addresses(contract, record)?;
             check_events(contract, record)?;
+            if record.checkpoint.is_some() {
+                let key = filters_key(&contract.name);
+                check_filters(contract, read::meta(sink, &key).await?.as_deref())?;
+            }
         }
     }
     let mut statements: Vec<Statement> = tables
@@ -61,6 +66,7 @@ pub(super) async fn prepare(
     for contract in contracts {
         let recorded = recorded.iter().any(|r| r.name == contract.name);
         statements.push(record_contract(contract, recorded)?);
+        statements.push(record_filters(contract));
     }
     sink.transaction(&statements).await?;
     sink.set_tables(tables);
@@ -208,6 +214,46 @@ fn check_events(contract: &ContractSpec, record: &ContractRecord) -> Result<(), 
         }
     }
     Ok(())
+}
+
+/// The `meta` key under which a contract's filters are recorded.
+pub(super) fn filters_key(contract: &str) -> String {
+    format!("filters.{contract}")
+}
+
+/// Refuses other filters for a contract that has committed rows: they were fetched with the recorded ones,
+/// so new filters would leave a gap (or keep rows the new ones exclude) below the checkpoint.
+fn check_filters(contract: &ContractSpec, recorded: Option<&str>) -> Result<(), Error> {
+    if recorded == contract.filters.as_deref() {
+        return Ok(());
+    }
+    let shown = |filters: Option<&str>| filters.unwrap_or("none").to_owned();
+    Err(Error::Mismatch(format!(
+        "contract {name} was indexed with filters {} and the config now says {}: its rows were fetched with the \
+         old filters, so run `logslice sync --reindex {name} --to ...` to drop what was indexed for it and index \
+         it again from its start_block, or restore the old filters",
+        shown(recorded),
+        shown(contract.filters.as_deref()),
+        name = contract.name,
+    )))
+}
+
+/// The statement recording a contract's filters (checked to be the recorded ones, or the contract has no
+/// rows yet), or forgetting them when it has none.
+fn record_filters(contract: &ContractSpec) -> Statement {
+    let key = Param::Text(filters_key(&contract.name));
+    match &contract.filters {
+        Some(filters) => Statement::new(
+            "recording a contract's filters",
+            "INSERT INTO meta (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            vec![key, Param::Text(filters.clone())],
+        ),
+        None => Statement::new(
+            "recording a contract's filters",
+            "DELETE FROM meta WHERE key = $1",
+            vec![key],
+        ),
+    }
 }
 
 /// `CREATE TABLE IF NOT EXISTS` of a typed table: the fixed columns, one per parameter, the unique key.

@@ -5,6 +5,7 @@ mod devnode;
 mod devnode_factory;
 mod devnode_limits;
 mod factory;
+mod filters;
 mod finality;
 mod follow;
 mod ops;

@@ -199,6 +199,7 @@ pub(crate) fn contract() -> ContractSpec {
         addresses: vec![Address::repeat_byte(0xab)],
         events: vec!["Everything(...) -> demo_everything".to_owned()],
         start_block: 100,
+        filters: None,
     }
 }
 

@@ -333,9 +333,20 @@ pub async fn assert_db_matches_truth(
     contracts: &[Contract],
     to: u64,
 ) -> usize {
+    assert_db_holds(work, truth, contracts, expected_logs(truth, contracts, to)).await
+}
+
+/// Asserts the test's database holds exactly `expected` (ground-truth logs with the contracts that store
+/// each, in log order): every raw row, and every typed row with every decoded value. Returns the number of
+/// raw logs compared.
+pub async fn assert_db_holds(
+    work: &Workdir,
+    truth: &GroundTruth,
+    contracts: &[Contract],
+    expected: Vec<(TruthLog, Vec<&'static str>)>,
+) -> usize {
     let mut db = work.reader().await.expect("open the database");
     let backend = db.backend();
-    let expected = expected_logs(truth, contracts, to);
 
     // Raw rows; with `block_timestamp` (block_timestamps = true, the default), each row's equals its block
     // header's in the node.

@@ -112,6 +112,12 @@ fn every_way_a_factory_can_be_wrong_names_its_field() {
             "names the entry itself",
         ),
         (
+            child(PAIR, "filters = { Sync = { reserve0 = [1] } }\n")
+                .replace("Sync(uint112 reserve0", "Sync(uint112 indexed reserve0"),
+            "contracts[1].filters",
+            "together with factory",
+        ),
+        (
             child(r#""uniswap_v2_factory""#, ""),
             "contracts[1].factory",
             "not a table",

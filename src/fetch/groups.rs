@@ -1,0 +1,445 @@
+//! Filter groups: the `eth_getLogs` filters one range is asked with, and fetching a range as all of them.
+//!
+//! A filter's topics apply to every address of the request, so contracts that filter an event's indexed
+//! parameters cannot share a request with contracts that don't, nor with differently filtered events: each
+//! distinct set of topics is a [`Group`] of its own (groups with identical topics share one request, their
+//! addresses united). [`get_logs`] asks the node once per group, concurrently through the gate, and merges
+//! the answers in `(block_number, log_index)` order. What the node answers is what is kept: an answer that
+//! does not match its group's filter is refused as inconsistent, never trimmed.
+//!
+//! Deciding which groups a configured contract makes is the job's (`pipeline::job`); this module knows
+//! filters, not contracts.
+
+use alloy_primitives::{Address, B256};
+
+use crate::primitives::{BlockRange, Log};
+use crate::rpc::{Blocks, Client, LogFilter};
+
+use super::{checked, get_chunked, Error, Gate, Selection};
+
+/// Logs one `eth_getLogs` filter asks for: its addresses, each with the same topics.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Group {
+    /// Emitting contracts.
+    pub addresses: Vec<Address>,
+    /// Alternatives for topic0; `None` when an anonymous event forbids a topic0 filter.
+    pub topic0: Option<Vec<B256>>,
+    /// Alternatives for topics 1, 2 and 3 (a filtered event's indexed parameters); `None`: any.
+    pub indexed: [Option<Vec<B256>>; 3],
+}
+
+impl Group {
+    /// A group of every log of `addresses` with one of `topic0` (any log when `None`).
+    pub fn unfiltered(addresses: Vec<Address>, topic0: Option<Vec<B256>>) -> Self {
+        Self {
+            addresses,
+            topic0,
+            indexed: Default::default(),
+        }
+    }
+
+    /// Whether the group constrains a topic beyond topic0.
+    pub fn is_narrowed(&self) -> bool {
+        self.indexed.iter().any(Option::is_some)
+    }
+
+    /// The request for `blocks`.
+    pub fn filter(&self, blocks: Blocks) -> LogFilter {
+        LogFilter {
+            blocks,
+            addresses: self.addresses.clone(),
+            topic0: self.topic0.clone(),
+            indexed: self.indexed.clone(),
+        }
+    }
+
+    /// Two narrower groups that together ask for the same logs: halves of the addresses, else of the topic0
+    /// alternatives; `None` when neither can be narrowed.
+    pub(super) fn halves(self) -> Option<(Group, Group)> {
+        let Group {
+            addresses,
+            topic0,
+            indexed,
+        } = self;
+        if addresses.len() > 1 {
+            let (a, b) = addresses.split_at(addresses.len() / 2);
+            let half = |addresses: &[Address]| Group {
+                addresses: addresses.to_vec(),
+                topic0: topic0.clone(),
+                indexed: indexed.clone(),
+            };
+            return Some((half(a), half(b)));
+        }
+        let topics = topic0.filter(|t| t.len() > 1)?;
+        let (a, b) = topics.split_at(topics.len() / 2);
+        let half = |topics: &[B256]| Group {
+            addresses: addresses.clone(),
+            topic0: Some(topics.to_vec()),
+            indexed: indexed.clone(),
+        };
+        Some((half(a), half(b)))
+    }
+}
+
+/// `groups` with those of identical topics merged into one (addresses united, sorted, deduplicated) and
+/// those without addresses dropped, in order of first appearance.
+pub fn merge(groups: impl IntoIterator<Item = Group>) -> Vec<Group> {
+    let mut merged: Vec<Group> = Vec::new();
+    for group in groups {
+        if group.addresses.is_empty() {
+            continue;
+        }
+        match merged
+            .iter_mut()
+            .find(|m| m.topic0 == group.topic0 && m.indexed == group.indexed)
+        {
+            Some(same) => same.addresses.extend(group.addresses),
+            None => merged.push(group),
+        }
+    }
+    for group in &mut merged {
+        group.addresses.sort();
+        group.addresses.dedup();
+    }
+    merged
+}
+
+/// Whether `log` is one `filter` asks for (address and every constrained topic).
+pub(super) fn admits(filter: &LogFilter, log: &Log) -> bool {
+    let topic_admitted = |position: usize, wanted: Option<&Vec<B256>>| match wanted {
+        None => true,
+        Some(values) => log
+            .topics
+            .get(position)
+            .is_some_and(|topic| values.contains(topic)),
+    };
+    filter.addresses.contains(&log.address)
+        && topic_admitted(0, filter.topic0.as_ref())
+        && filter
+            .indexed
+            .iter()
+            .enumerate()
+            .all(|(idx, wanted)| topic_admitted(idx + 1, wanted.as_ref()))
+}
+
+/// The logs of `selection` over `blocks`: one request per group, concurrently (each through the gate),
+/// each answer checked against its request, merged in `(block_number, log_index)` order. One group's
+/// refusal (a range-too-large answer) is the whole call's, so the caller narrows the range for all groups.
+///
+/// # Errors
+/// The first [`Error`] of any group, [`Error::Split`] included; the other requests are then dropped.
+///
+/// # Cancel safety
+/// Cancel safe: dropped, it sends nothing more (as [`Gate::run`]).
+pub(crate) async fn get_logs(
+    client: &Client,
+    gate: &Gate,
+    blocks: Blocks,
+    selection: &Selection,
+) -> Result<Vec<Log>, Error> {
+    let requests = selection.groups.iter().map(|group| async move {
+        let filter = group.filter(blocks);
+        let logs = get_chunked(client, gate, &filter).await?;
+        match blocks {
+            Blocks::Range(range) => checked(range, &filter, logs),
+            Blocks::Hash(_) => checked_topics(&filter, logs),
+        }
+    });
+    let answers = futures::future::try_join_all(requests).await?;
+    Ok(merge_answers(answers))
+}
+
+/// The answers one range got from the node: each group's logs (or the refusal that ended it).
+pub(super) struct Answered {
+    /// The merged logs, or the first error of any group.
+    pub logs: Result<Vec<Log>, Error>,
+    /// The groups that were answered, with their logs: kept when another group's refusal splits the range.
+    pub by_group: Vec<(Group, Vec<Log>)>,
+}
+
+/// [`get_logs`] over a range, taking the logs of groups in `kept` from there instead of asking again, and
+/// handing back what each group answered, so that one group's refusal does not throw the others' answers
+/// away (the range's pieces take them from [`Kept`]).
+pub(super) async fn get_range_logs(
+    client: &Client,
+    gate: &Gate,
+    range: BlockRange,
+    selection: &Selection,
+    kept: Vec<Option<Vec<Log>>>,
+) -> Answered {
+    let requests = selection
+        .groups
+        .iter()
+        .zip(kept)
+        .map(|(group, kept)| async move {
+            if let Some(logs) = kept {
+                return (group, Ok(logs));
+            }
+            let filter = group.filter(Blocks::Range(range));
+            let logs = get_chunked(client, gate, &filter)
+                .await
+                .and_then(|logs| checked(range, &filter, logs));
+            (group, logs)
+        });
+    let mut answers = Vec::new();
+    let mut by_group = Vec::new();
+    let mut first_error = None;
+    for (group, logs) in futures::future::join_all(requests).await {
+        match logs {
+            Ok(logs) => {
+                by_group.push((group.clone(), logs.clone()));
+                answers.push(logs);
+            }
+            Err(err) => {
+                first_error.get_or_insert(err);
+            }
+        }
+    }
+    Answered {
+        logs: match first_error {
+            Some(err) => Err(err),
+            None => Ok(merge_answers(answers)),
+        },
+        by_group,
+    }
+}
+
+/// Answers of groups whose range was split by another group's refusal, until the pieces are fetched: a
+/// piece inside such a range takes that group's logs from here (the node's answer cut at the piece's
+/// blocks, which loses nothing) instead of asking the node again.
+#[derive(Debug, Default)]
+pub(super) struct Kept {
+    answers: Vec<(Group, BlockRange, Vec<Log>)>,
+}
+
+impl Kept {
+    /// Keeps what the groups of `range` answered.
+    pub(super) fn keep(&mut self, range: BlockRange, by_group: Vec<(Group, Vec<Log>)>) {
+        for (group, logs) in by_group {
+            self.answers.push((group, range, logs));
+        }
+    }
+
+    /// For each group of `selection`, its logs in `range` when a kept answer covers the range.
+    pub(super) fn for_range(
+        &self,
+        selection: &Selection,
+        range: BlockRange,
+    ) -> Vec<Option<Vec<Log>>> {
+        selection
+            .groups
+            .iter()
+            .map(|group| {
+                let (_, _, logs) = self.answers.iter().find(|(kept, covered, _)| {
+                    kept == group
+                        && covered.start() <= range.start()
+                        && range.end() <= covered.end()
+                })?;
+                Some(
+                    logs.iter()
+                        .filter(|log| range.contains(log.block_number))
+                        .cloned()
+                        .collect(),
+                )
+            })
+            .collect()
+    }
+
+    /// Forgets answers of ranges that end below `block` (every piece of them was fetched).
+    pub(super) fn forget_below(&mut self, block: u64) {
+        self.answers.retain(|(_, range, _)| range.end() >= block);
+    }
+
+    /// Logs held.
+    pub(super) fn n_logs(&self) -> usize {
+        self.answers.iter().map(|(_, _, logs)| logs.len()).sum()
+    }
+}
+
+/// Refuses logs a filter did not ask for (see [`admits`]).
+pub(super) fn checked_topics(filter: &LogFilter, logs: Vec<Log>) -> Result<Vec<Log>, Error> {
+    match logs.iter().find(|log| !admits(filter, log)) {
+        None => Ok(logs),
+        Some(log) => Err(Error::Inconsistent(format!(
+            "log {} of block {} (address {}) does not match the filter it was asked with",
+            log.log_index, log.block_number, log.address
+        ))),
+    }
+}
+
+/// The answers of several groups as one list in `(block_number, log_index)` order. Groups never ask for
+/// the same log (they differ in address or topic0, or are merged), but a log in two answers is kept once.
+fn merge_answers(answers: Vec<Vec<Log>>) -> Vec<Log> {
+    if answers.len() == 1 {
+        return answers.into_iter().next().unwrap_or_default();
+    }
+    let mut logs: Vec<Log> = answers.into_iter().flatten().collect();
+    logs.sort_by_key(|log| (log.block_number, log.log_index));
+    logs.dedup_by(|a, b| {
+        (a.block_number, a.log_index, a.block_hash) == (b.block_number, b.log_index, b.block_hash)
+    });
+    logs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn a(n: u8) -> Address {
+        Address::repeat_byte(n)
+    }
+
+    fn t(n: u8) -> B256 {
+        B256::repeat_byte(n)
+    }
+
+    fn narrowed(addresses: &[u8], topic0: u8, to: &[u8]) -> Group {
+        Group {
+            addresses: addresses.iter().map(|&n| a(n)).collect(),
+            topic0: Some(vec![t(topic0)]),
+            indexed: [None, Some(to.iter().map(|&n| t(n)).collect()), None],
+        }
+    }
+
+    fn check_merge(groups: Vec<Group>, expected: Vec<Group>) {
+        assert_eq!(merge(groups), expected);
+    }
+
+    #[test]
+    fn groups_of_identical_topics_share_a_request() {
+        let all = Group::unfiltered(vec![a(2), a(1)], Some(vec![t(1), t(2)]));
+        check_merge(
+            vec![
+                all.clone(),
+                narrowed(&[3], 1, &[9]),
+                narrowed(&[4], 1, &[9]),
+                narrowed(&[5], 1, &[8]),
+                Group::unfiltered(vec![a(3)], Some(vec![t(1), t(2)])),
+                Group::unfiltered(Vec::new(), None),
+            ],
+            vec![
+                Group::unfiltered(vec![a(1), a(2), a(3)], Some(vec![t(1), t(2)])),
+                narrowed(&[3, 4], 1, &[9]),
+                narrowed(&[5], 1, &[8]),
+            ],
+        );
+        // No filter at all: one group, one request, as without filters.
+        check_merge(
+            vec![all.clone()],
+            vec![Group::unfiltered(vec![a(1), a(2)], Some(vec![t(1), t(2)]))],
+        );
+    }
+
+    #[test]
+    fn halves_keep_the_indexed_topics() {
+        let (x, y) = narrowed(&[1, 2, 3], 1, &[9]).halves().unwrap();
+        assert_eq!(
+            (x, y),
+            (narrowed(&[1], 1, &[9]), narrowed(&[2, 3], 1, &[9]))
+        );
+        let two_topics = Group {
+            topic0: Some(vec![t(1), t(2)]),
+            ..narrowed(&[1], 1, &[9])
+        };
+        let (x, y) = two_topics.halves().unwrap();
+        assert_eq!((x, y), (narrowed(&[1], 1, &[9]), narrowed(&[1], 2, &[9])));
+        assert_eq!(narrowed(&[1], 1, &[9]).halves(), None);
+    }
+
+    fn log_at(block_number: u64, log_index: u64, address: u8, topics: &[u8]) -> Log {
+        Log {
+            block_number,
+            block_hash: B256::ZERO,
+            transaction_hash: B256::ZERO,
+            transaction_index: 0,
+            log_index,
+            address: a(address),
+            topics: topics.iter().map(|&n| t(n)).collect(),
+            data: Default::default(),
+            removed: false,
+            block_timestamp: None,
+        }
+    }
+
+    fn log(address: u8, topics: &[u8]) -> Log {
+        log_at(0, 0, address, topics)
+    }
+
+    #[test]
+    fn an_answer_must_match_its_filter() {
+        let filter = narrowed(&[1], 1, &[9, 8]).filter(Blocks::Range(BlockRange::single(0)));
+        assert!(admits(&filter, &log(1, &[1, 0, 9])));
+        assert!(admits(&filter, &log(1, &[1, 5, 8, 7])));
+        assert!(
+            !admits(&filter, &log(1, &[1, 0, 7])),
+            "topic2 not asked for"
+        );
+        assert!(!admits(&filter, &log(1, &[1, 0])), "too few topics");
+        assert!(!admits(&filter, &log(1, &[2, 0, 9])), "another event");
+        assert!(!admits(&filter, &log(2, &[1, 0, 9])), "another address");
+        let any = Group::unfiltered(vec![a(1)], None).filter(Blocks::Range(BlockRange::single(0)));
+        assert!(admits(&any, &log(1, &[])));
+    }
+
+    #[test]
+    fn a_piece_of_a_refused_range_takes_the_kept_answers_of_the_other_groups() {
+        let answered = narrowed(&[1], 1, &[9]);
+        let refused = Group::unfiltered(vec![a(2)], None);
+        let selection = Selection {
+            groups: vec![refused.clone(), answered.clone()],
+            pairs: Vec::new(),
+        };
+        let range = |start, end| BlockRange::new(start, end).unwrap();
+        let mut kept = Kept::default();
+        kept.keep(
+            range(10, 20),
+            vec![(
+                answered,
+                vec![
+                    log_at(10, 0, 1, &[]),
+                    log_at(15, 3, 1, &[]),
+                    log_at(20, 1, 1, &[]),
+                ],
+            )],
+        );
+        assert_eq!(kept.n_logs(), 3);
+        let blocks = |logs: &Option<Vec<Log>>| {
+            logs.as_ref()
+                .map(|logs| logs.iter().map(|l| l.block_number).collect::<Vec<_>>())
+        };
+        let pieces = kept.for_range(&selection, range(10, 15));
+        assert_eq!(
+            pieces.iter().map(blocks).collect::<Vec<_>>(),
+            [None, Some(vec![10, 15])]
+        );
+        let pieces = kept.for_range(&selection, range(16, 20));
+        assert_eq!(
+            pieces.iter().map(blocks).collect::<Vec<_>>(),
+            [None, Some(vec![20])]
+        );
+        let beyond = kept.for_range(&selection, range(16, 21));
+        assert_eq!(
+            beyond,
+            [None, None],
+            "a range the answer does not cover asks the node"
+        );
+        kept.forget_below(20);
+        assert_eq!(kept.n_logs(), 3);
+        kept.forget_below(21);
+        assert_eq!(kept.n_logs(), 0);
+    }
+
+    #[test]
+    fn answers_merge_in_log_order() {
+        let at = |block: u64, log_index: u64| log_at(block, log_index, 1, &[]);
+        let merged = merge_answers(vec![
+            vec![at(1, 0), at(3, 2)],
+            vec![at(1, 1), at(2, 0), at(3, 2)],
+        ]);
+        let keys: Vec<(u64, u64)> = merged
+            .iter()
+            .map(|l| (l.block_number, l.log_index))
+            .collect();
+        assert_eq!(keys, [(1, 0), (1, 1), (2, 0), (3, 2)]);
+    }
+}
