@@ -28,8 +28,8 @@ impl<'a> super::Ctx<'a> {
         self.observer.start(plan);
         let config = self.config;
         // `max_queued_batches` counts what waits for the writer: ranges in this channel and the decoded batch.
-        let (tx, rx) =
-            mpsc::channel::<Fetched>(config.sync.max_queued_batches.saturating_sub(1).max(1));
+        let queued = config.sync.max_queued_batches.saturating_sub(1).max(1);
+        let (tx, rx) = mpsc::channel::<Fetched>(queued);
         let fetch_cancel = cancel.child_token();
         let fetcher = tokio::spawn(fetch::run(
             self.node.client.clone(),
@@ -46,7 +46,10 @@ impl<'a> super::Ctx<'a> {
         let (mut rx, stamper) = match self.job.timestamps {
             Timestamps::Omitted => (rx, None),
             Timestamps::Stored => {
-                let (stamped_tx, stamped_rx) = mpsc::channel::<Fetched>(1);
+                // As many stamped ranges may wait as fetched ones did: the decoder gathers what waits into
+                // one batch, and a channel of one made batches smaller (more commits; measured: 0.64 of the
+                // throughput without timestamps on the default chain, with blockTimestamp in the logs).
+                let (stamped_tx, stamped_rx) = mpsc::channel::<Fetched>(queued);
                 let (node, stored) = (self.node.clone(), self.job.stored());
                 let stamping = tokio::spawn(enrich::stamp_stage(node, stored, rx, stamped_tx));
                 (stamped_rx, Some(AbortOnDropHandle::new(stamping)))

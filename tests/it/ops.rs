@@ -287,7 +287,7 @@ async fn a_changed_abi_is_refused_and_sync_reindex_rebuilds_that_contract_only()
     assert_eq!(rebuilt.code, Some(0), "{}", rebuilt.all());
     assert_eq!(
         columns(&work.db(), "token_b_transfer").await[5..],
-        ["src", "dst", "wad"]
+        ["block_timestamp", "src", "dst", "wad"]
     );
     assert_eq!(count(&work.db(), "token_b_transfer").await, transfers);
     assert_eq!(

@@ -48,12 +48,19 @@ async fn has_timestamps(work: &Workdir, table: &str) -> bool {
         .any(|c| c == "block_timestamp")
 }
 
+/// A node whose logs lack `blockTimestamp`, as the spec's log object does.
+fn spec_node_config(blocks: u64) -> DevNodeConfig {
+    let mut config = node_config(blocks);
+    config.chain.log_timestamps = false;
+    config
+}
+
 /// Goal: without `blockTimestamp` in the logs (the spec's log object), timestamps come from headers, one per
 /// block with logs and no more; `block_timestamps = false` has no column and reads no header. Method: two
 /// syncs of one chain, off and on; the difference in header calls is the number of blocks with logs; every
 /// row equals the ground truth, timestamps included.
 async fn timestamps_come_from_the_headers_of_blocks_with_logs_only(backend: Backend) {
-    let node = support::start(node_config(BLOCKS)).await;
+    let node = support::start(spec_node_config(BLOCKS)).await;
     let (off, off_calls) = synced(
         &node,
         backend,
@@ -88,9 +95,7 @@ both_backends!(timestamps_come_from_the_headers_of_blocks_with_logs_only);
 /// Goal: a node that sends `blockTimestamp` costs no header request below the head. Method: the devnode's
 /// `log_timestamps`; the header calls of a sync with timestamps equal those of one without.
 async fn timestamps_in_the_logs_cost_no_header_request(backend: Backend) {
-    let mut config = node_config(BLOCKS);
-    config.chain.log_timestamps = true;
-    let node = support::start(config).await;
+    let node = support::start(node_config(BLOCKS)).await;
     let (_, off_calls) = synced(
         &node,
         backend,
@@ -108,7 +113,7 @@ both_backends!(timestamps_in_the_logs_cost_no_header_request);
 /// Method: a node answering 429 to a quarter of all requests, a rate of 100 calls per second (header
 /// batches of 100), a sync with timestamps from headers.
 async fn header_batches_under_429_still_end_exact(backend: Backend) {
-    let mut config = node_config(800);
+    let mut config = spec_node_config(800);
     config.faults.http_429 = 0.25;
     config.faults.retry_after_secs = 0;
     let node = support::start(config).await;
@@ -138,7 +143,7 @@ both_backends!(header_batches_under_429_still_end_exact);
 /// (the top blocks are tracked by hash), reorg 5 blocks (the devnode's replacements come a second or more
 /// later), mine 2, sync again; the replaced blocks' rows hold the new timestamps (the ground truth's).
 async fn a_reorged_block_takes_its_replacements_timestamp(backend: Backend) {
-    let node = support::start(node_config(BLOCKS)).await;
+    let node = support::start(spec_node_config(BLOCKS)).await;
     let truth = node.truth();
     let (work, _) = synced(&node, backend, "", Target::Latest).await;
     assert_db_matches_truth(&work, &truth, &all_contracts(), BLOCKS).await;
@@ -175,7 +180,7 @@ both_backends!(a_reorged_block_takes_its_replacements_timestamp);
 /// stage an earlier version's database (rows, typed table without the column, no record of the choice) and
 /// sync with and without timestamps.
 async fn switching_timestamps_on_a_database_with_rows_is_refused(backend: Backend) {
-    let node = support::start(node_config(BLOCKS)).await;
+    let node = support::start(spec_node_config(BLOCKS)).await;
     let contracts = [all_contracts().remove(1)];
     assert_eq!(contracts[0].name, "token_b");
     let work = Workdir::with(backend).await;
