@@ -222,3 +222,38 @@ async fn a_reorg_that_orphans_a_creating_log_removes_the_child(backend: Backend)
     assert_exact(&work, &after, &configured, head).await;
 }
 both_backends!(a_reorg_that_orphans_a_creating_log_removes_the_child);
+
+/// Goal: thousands of children never make a request the node refuses for its parameter count, nor one request
+/// per child. Method: a node that refuses filters of more than 1,500 addresses and topics (real ones refuse
+/// over 5,000) and 2,000 pairs, so every range past the 1,500th child needs its address list cut in requests
+/// of at most 1,000; the sync succeeds, `eth_getLogs` stays far below one request per child, and the
+/// database equals the truth.
+async fn thousands_of_children_go_out_in_chunks_under_the_parameter_limit(backend: Backend) {
+    let mut config = node_config(3_000);
+    config.chain.factory = Some(logslice::devnode::FactoryConfig {
+        children: 2_000,
+        bursts: 0,
+    });
+    config.limits.max_params = 1_500;
+    let node = support::start(config).await;
+    let truth = node.truth();
+    let target = 2_990;
+    assert!(
+        truth.factory_children(0, target).len() > 1_600,
+        "enough children to need chunks"
+    );
+    let work = Workdir::with(backend).await;
+    let configured = [factory_contract()];
+    let path = work.write_config(&node.http_url(), &configured, "", "");
+    add_pairs(&path);
+    let report = support::sync(&path, Target::Number(target))
+        .await
+        .expect("no request over the node's parameter limit");
+    assert!(
+        report.log_requests < 200,
+        "{} eth_getLogs requests for 2,000 children",
+        report.log_requests
+    );
+    assert_exact(&work, &truth, &configured, target).await;
+}
+both_backends!(thousands_of_children_go_out_in_chunks_under_the_parameter_limit);
