@@ -310,21 +310,29 @@ impl Job {
     /// stage, which reads headers only for the blocks of such logs.
     pub(super) fn stored(&self) -> super::enrich::Stored {
         let (contracts, by_address) = (self.contracts.clone(), self.by_address.clone());
-        let decoders = self.decoders.clone();
+        let (decoders, children) = (self.decoders.clone(), self.children.clone());
         Arc::new(move |log| {
-            !log.removed
-                && by_address
-                    .get(&log.address)
-                    .into_iter()
-                    .flatten()
-                    .any(|&contract_idx| {
-                        let contract = &contracts[contract_idx];
-                        contract.next <= log.block_number
-                            && contract
-                                .tables
-                                .iter()
-                                .any(|&t| decoders[t].matches(&log.topics))
-                    })
+            if log.removed {
+                return false;
+            }
+            // A factory's child emits for its contract from the block of its creating log.
+            let found = children
+                .read()
+                .expect("children lock")
+                .emitters(&log.address, log.block_number);
+            by_address
+                .get(&log.address)
+                .into_iter()
+                .flatten()
+                .chain(&found)
+                .any(|&contract_idx| {
+                    let contract = &contracts[contract_idx];
+                    contract.next <= log.block_number
+                        && contract
+                            .tables
+                            .iter()
+                            .any(|&t| decoders[t].matches(&log.topics))
+                })
         })
     }
 

@@ -257,3 +257,31 @@ async fn thousands_of_children_go_out_in_chunks_under_the_parameter_limit(backen
     assert_exact(&work, &truth, &configured, target).await;
 }
 both_backends!(thousands_of_children_go_out_in_chunks_under_the_parameter_limit);
+
+/// Goal: children's logs get their block's timestamp from headers when the node sends no `blockTimestamp`,
+/// also those filled in after the range was fetched. Method: a node without `blockTimestamp`, small ranges so
+/// that many children are filled in, then every table (timestamps included) against the truth.
+async fn children_are_stamped_from_headers_without_block_timestamp(backend: Backend) {
+    let mut config = node_config(3_000);
+    config.chain.log_timestamps = false;
+    config.chain.factory = Some(logslice::devnode::FactoryConfig {
+        children: 150,
+        bursts: 0,
+    });
+    let node = support::start(config).await;
+    let truth = node.truth();
+    let work = Workdir::with(backend).await;
+    let configured = [factory_contract()];
+    let path = work.write_config(
+        &node.http_url(),
+        &configured,
+        "",
+        "initial_block_range = 50\nmax_block_range = 200",
+    );
+    add_pairs(&path);
+    support::sync(&path, Target::Number(2_500))
+        .await
+        .expect("sync");
+    assert_exact(&work, &truth, &configured, 2_500).await;
+}
+both_backends!(children_are_stamped_from_headers_without_block_timestamp);
