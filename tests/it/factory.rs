@@ -24,6 +24,16 @@ fn token_a() -> Contract {
     support::all_contracts().remove(0)
 }
 
+/// A node config of `blocks` blocks whose factory creates `children` pairs by the head, no faults.
+fn factory_chain(blocks: u64, children: u64) -> logslice::devnode::DevNodeConfig {
+    let mut config = node_config(blocks);
+    config.chain.factory = Some(logslice::devnode::FactoryConfig {
+        children,
+        bursts: 0,
+    });
+    config
+}
+
 /// The `[[contracts]]` entry of the pairs, appended to a config `write_config` wrote.
 fn add_pairs(config: &std::path::Path) {
     let abi = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("abis/uniswap_v2_pair.json");
@@ -35,6 +45,17 @@ fn add_pairs(config: &std::path::Path) {
     let mut text = std::fs::read_to_string(config).expect("config");
     text.push_str(&entry);
     std::fs::write(config, text).expect("config");
+}
+
+/// The config of `work` indexing only the factory and its pairs on `node`; `sync_extra` goes in `[sync]`.
+fn pairs_config(
+    node: &logslice::devnode::DevNode,
+    work: &Workdir,
+    sync_extra: &str,
+) -> std::path::PathBuf {
+    let path = work.write_config(&node.http_url(), &[factory_contract()], "", sync_extra);
+    add_pairs(&path);
+    path
 }
 
 /// What the harness compares: the configured contracts, and each child as the `pair` contract at its own
@@ -102,12 +123,7 @@ async fn assert_exact(
 /// known), synced in two steps (a restart in the middle reloads the children from the database), then the
 /// whole database against the ground truth.
 async fn children_are_indexed_from_their_creating_log(backend: Backend) {
-    let mut config = node_config(6_000);
-    config.chain.factory = Some(logslice::devnode::FactoryConfig {
-        children: 300,
-        bursts: 0,
-    });
-    let node = support::start(config).await;
+    let node = support::start(factory_chain(6_000, 300)).await;
     let truth = node.truth();
     let children = truth.factory_children(0, 5_000);
     assert!(children.len() > 100, "{} children", children.len());
@@ -145,12 +161,7 @@ both_backends!(children_are_indexed_from_their_creating_log);
 /// the blocks committed before (the factory's own rows are not written twice). Method: sync the factory
 /// alone, add the pairs, sync further; everything equals the truth.
 async fn pairs_added_later_find_the_children_of_committed_blocks(backend: Backend) {
-    let mut config = node_config(4_000);
-    config.chain.factory = Some(logslice::devnode::FactoryConfig {
-        children: 120,
-        bursts: 0,
-    });
-    let node = support::start(config).await;
+    let node = support::start(factory_chain(4_000, 120)).await;
     let truth = node.truth();
     let work = Workdir::with(backend).await;
     let configured = [factory_contract()];
@@ -175,16 +186,10 @@ both_backends!(pairs_added_later_find_the_children_of_committed_blocks);
 /// and the replacement chain's children are indexed. Method: sync to the head (the top blocks above
 /// finality are tracked), reorg the node deeper than several creations, sync again, compare.
 async fn a_reorg_that_orphans_a_creating_log_removes_the_child(backend: Backend) {
-    let mut config = node_config(3_000);
-    config.chain.factory = Some(logslice::devnode::FactoryConfig {
-        children: 400,
-        bursts: 0,
-    });
-    let node = support::start(config).await;
+    let node = support::start(factory_chain(3_000, 400)).await;
     let work = Workdir::with(backend).await;
     let configured = [factory_contract()];
-    let path = work.write_config(&node.http_url(), &configured, "", "");
-    add_pairs(&path);
+    let path = pairs_config(&node, &work, "");
     support::sync(&path, Target::Latest)
         .await
         .expect("first sync");
@@ -229,11 +234,7 @@ both_backends!(a_reorg_that_orphans_a_creating_log_removes_the_child);
 /// of at most 1,000; the sync succeeds, `eth_getLogs` stays far below one request per child, and the
 /// database equals the truth.
 async fn thousands_of_children_go_out_in_chunks_under_the_parameter_limit(backend: Backend) {
-    let mut config = node_config(3_000);
-    config.chain.factory = Some(logslice::devnode::FactoryConfig {
-        children: 2_000,
-        bursts: 0,
-    });
+    let mut config = factory_chain(3_000, 2_000);
     config.limits.max_params = 1_500;
     let node = support::start(config).await;
     let truth = node.truth();
@@ -244,8 +245,7 @@ async fn thousands_of_children_go_out_in_chunks_under_the_parameter_limit(backen
     );
     let work = Workdir::with(backend).await;
     let configured = [factory_contract()];
-    let path = work.write_config(&node.http_url(), &configured, "", "");
-    add_pairs(&path);
+    let path = pairs_config(&node, &work, "");
     let report = support::sync(&path, Target::Number(target))
         .await
         .expect("no request over the node's parameter limit");
@@ -262,23 +262,17 @@ both_backends!(thousands_of_children_go_out_in_chunks_under_the_parameter_limit)
 /// also those filled in after the range was fetched. Method: a node without `blockTimestamp`, small ranges so
 /// that many children are filled in, then every table (timestamps included) against the truth.
 async fn children_are_stamped_from_headers_without_block_timestamp(backend: Backend) {
-    let mut config = node_config(3_000);
+    let mut config = factory_chain(3_000, 150);
     config.chain.log_timestamps = false;
-    config.chain.factory = Some(logslice::devnode::FactoryConfig {
-        children: 150,
-        bursts: 0,
-    });
     let node = support::start(config).await;
     let truth = node.truth();
     let work = Workdir::with(backend).await;
     let configured = [factory_contract()];
-    let path = work.write_config(
-        &node.http_url(),
-        &configured,
-        "",
+    let path = pairs_config(
+        &node,
+        &work,
         "initial_block_range = 50\nmax_block_range = 200",
     );
-    add_pairs(&path);
     support::sync(&path, Target::Number(2_500))
         .await
         .expect("sync");
