@@ -1,0 +1,413 @@
+use super::*;
+use proptest::prelude::*;
+
+const CONFIG: PlannerConfig = PlannerConfig {
+    initial_span: 100,
+    max_span: 10_000,
+    target_logs: 5000,
+};
+
+fn range(a: u64, b: u64) -> BlockRange {
+    BlockRange::new(a, b).unwrap()
+}
+
+#[test]
+fn grows_the_span_where_logs_are_sparse() {
+    let mut planner = Planner::new(CONFIG, range(0, 1_000_000), []);
+    let first = planner.next_range().unwrap();
+    assert_eq!(first, range(0, 99));
+    assert_eq!(planner.report(first, Outcome::Logs { n: 0 }), Verdict::Done);
+    // Up to 8x the answered range at once.
+    assert_eq!(planner.next_range().unwrap(), range(100, 899));
+}
+
+#[test]
+fn aims_at_the_target_number_of_logs() {
+    let mut planner = Planner::new(CONFIG, range(0, 1_000_000), []);
+    let first = planner.next_range().unwrap();
+    planner.report(first, Outcome::Logs { n: 10_000 });
+    // Without a survey it aims at 60% of the target: 3,000 logs at 100 per block.
+    assert_eq!(planner.span(), 30);
+}
+
+#[test]
+fn splits_the_range_when_the_node_answers_too_many_results() {
+    let mut planner = Planner::new(CONFIG, range(0, 99), []);
+    let first = planner.next_range().unwrap();
+    assert_eq!(
+        planner.report(first, Outcome::TooManyResults { suggested: None }),
+        Verdict::Split
+    );
+    assert_eq!(planner.next_range(), Some(range(0, 49)));
+    assert_eq!(planner.next_range(), Some(range(50, 99)));
+    assert_eq!(planner.next_range(), None);
+}
+
+#[test]
+fn uses_the_range_the_node_suggests_when_it_fits() {
+    let mut planner = Planner::new(CONFIG, range(0, 99), []);
+    let first = planner.next_range().unwrap();
+    planner.report(
+        first,
+        Outcome::TooManyResults {
+            suggested: Some((0, 9)),
+        },
+    );
+    assert_eq!(planner.next_range(), Some(range(0, 9)));
+    assert_eq!(
+        planner.next_range(),
+        Some(range(10, 19)),
+        "the rest goes out a learned span at a time"
+    );
+}
+
+#[test]
+fn ignores_a_suggestion_that_is_inverted_or_outside_the_range() {
+    for bad in [(5, 2), (1, 9), (0, 99), (0, 500)] {
+        let mut planner = Planner::new(CONFIG, range(0, 99), []);
+        let first = planner.next_range().unwrap();
+        planner.report(
+            first,
+            Outcome::TooManyResults {
+                suggested: Some(bad),
+            },
+        );
+        assert_eq!(planner.next_range(), Some(range(0, 49)), "{bad:?}");
+    }
+}
+
+#[test]
+fn a_single_block_over_the_cap_is_handed_back_to_the_caller() {
+    let mut planner = Planner::new(CONFIG, range(7, 7), []);
+    let only = planner.next_range().unwrap();
+    assert_eq!(
+        planner.report(only, Outcome::TooManyResults { suggested: None }),
+        Verdict::SingleBlockOverflow
+    );
+    assert_eq!(planner.next_range(), None);
+}
+
+#[test]
+fn respects_a_block_limit_the_node_states() {
+    let mut planner = Planner::new(CONFIG, range(0, 9_999), []);
+    let first = planner.next_range().unwrap();
+    planner.report(first, Outcome::Logs { n: 0 });
+    let second = planner.next_range().unwrap();
+    assert_eq!(second, range(100, 899));
+    planner.report(
+        second,
+        Outcome::RangeTooWide {
+            max_blocks: Some(64),
+        },
+    );
+    assert_eq!(planner.next_range(), Some(range(100, 163)));
+    assert!(planner.span() <= 64);
+}
+
+#[test]
+fn never_straddles_a_boundary() {
+    // Below the last boundary (5000) no survey is possible, so ranges go out without waiting for answers.
+    let mut planner = Planner::new(CONFIG, range(0, 10_000), [150, 151, 5000]);
+    assert_eq!(planner.next_range(), Some(range(0, 99)));
+    assert_eq!(planner.next_range(), Some(range(100, 149)));
+    assert_eq!(planner.next_range(), Some(range(150, 150)));
+    assert_eq!(planner.next_range(), Some(range(151, 250)));
+}
+
+#[test]
+fn extending_the_plan_continues_after_the_old_end() {
+    let mut planner = Planner::new(CONFIG, range(0, 10), []);
+    assert_eq!(planner.next_range(), Some(range(0, 10)));
+    assert_eq!(planner.next_range(), None);
+    planner.report(range(0, 10), Outcome::Logs { n: 5 });
+    planner.extend_to(20);
+    assert_eq!(planner.next_range(), Some(range(11, 20)));
+}
+
+/// A planner that has seen enough full answers to survey with candidate 0 (a 5% share).
+fn surveying(plan: BlockRange) -> Planner {
+    let mut planner = Planner::new(CONFIG, plan, []);
+    let first = planner.next_range().unwrap();
+    planner.observe_mix(first, 20_000, &[1_000, 19_000]);
+    planner.report(first, Outcome::Logs { n: 20_000 });
+    planner
+}
+
+/// Answers `survey` and the surveys after it with the `hits` inside each, until a range comes out.
+fn next_range_surveying(planner: &mut Planner, survey: SurveyRequest, hits: &[u64]) -> BlockRange {
+    let mut survey = Some(survey);
+    for _ in 0..16 {
+        if let Some(s) = survey.take() {
+            let inside: Vec<u64> = hits
+                .iter()
+                .copied()
+                .filter(|b| s.range.contains(*b))
+                .collect();
+            planner.report_survey(s, Ok(&inside));
+        }
+        if let Some(range) = planner.next_range() {
+            return range;
+        }
+        survey = planner.next_survey();
+    }
+    panic!("no range after 16 surveys");
+}
+
+#[test]
+fn cuts_ranges_where_the_surveyed_logs_reach_the_target() {
+    let mut planner = surveying(range(0, 1_000_000));
+    let survey = planner.next_survey().expect("a probe was chosen");
+    assert_eq!(survey.probe, 0, "the candidate nearest a 5% share");
+    assert_eq!(survey.range.start(), 100);
+    assert_eq!(
+        planner.next_range(),
+        None,
+        "the next range waits for the survey of its blocks"
+    );
+    // 10 probe hits per block from 100 on: 200 logs per block at a 5% share.
+    let hits: Vec<u64> = (survey.range.start()..=survey.range.end().min(2_000))
+        .flat_map(|b| std::iter::repeat_n(b, 10))
+        .collect();
+    planner.report_survey(survey, Ok(&hits));
+    let next = planner.next_range().unwrap();
+    // 5,000 logs at most, less 1.5 standard deviations of error: about 23 blocks of 200.
+    assert_eq!(next.start(), 100);
+    assert!((20..=25).contains(&next.len()), "{next}");
+}
+
+#[test]
+fn a_block_the_survey_finds_heavy_goes_alone() {
+    let mut planner = surveying(range(0, 1_000_000));
+    let survey = planner.next_survey().unwrap();
+    let mut hits = vec![150; 600];
+    hits.extend([120, 180]);
+    hits.sort();
+    planner.report_survey(survey, Ok(&hits));
+    assert_eq!(planner.next_range(), Some(range(100, 149)));
+    assert_eq!(planner.next_range(), Some(range(150, 150)));
+    assert!(planner.expects_overflow(range(150, 150)));
+    assert!(!planner.expects_overflow(range(100, 149)));
+    // Sparse after the heavy block: the next range waits for the survey to go further.
+    assert_eq!(planner.next_range(), None);
+    let more = planner.next_survey().unwrap();
+    assert_eq!(more.range.start(), survey.range.end() + 1);
+    let after = next_range_surveying(&mut planner, more, &[]);
+    assert_eq!(after.start(), 151);
+    assert!(after.end() > survey.range.end(), "{after}");
+}
+
+#[test]
+fn a_range_the_survey_misjudged_splits_at_its_surveyed_midpoint() {
+    let mut planner = surveying(range(0, 1_000_000));
+    let survey = planner.next_survey().unwrap();
+    let hits: Vec<u64> = (300..=399).collect();
+    let next = next_range_surveying(&mut planner, survey, &hits);
+    assert!(next.contains(300) && next.contains(399), "{next}");
+    assert_eq!(
+        planner.report(next, Outcome::TooManyResults { suggested: None }),
+        Verdict::Split
+    );
+    assert!(
+        planner.next_survey().is_none_or(|s| !s.spot),
+        "the lookahead covers the refused range: no spot survey"
+    );
+    assert_eq!(planner.next_range().map(|r| r.end()), Some(349));
+}
+
+#[test]
+fn a_refused_range_no_survey_covers_gets_a_spot_survey_that_finds_its_heavy_block() {
+    let mut planner = Planner::new(CONFIG, range(0, 1_000_000), []);
+    let first = planner.next_range().unwrap();
+    planner.report(first, Outcome::TooManyResults { suggested: None });
+    assert_eq!(planner.next_survey(), None, "no probe yet");
+    let (a, b) = (planner.next_range().unwrap(), planner.next_range().unwrap());
+    assert_eq!((a, b), (range(0, 49), range(50, 99)));
+    // The first half's mix chooses a probe (a 5% share); the second half is refused again.
+    planner.observe_mix(a, 4_000, &[200, 3_800]);
+    planner.report(a, Outcome::Logs { n: 4_000 });
+    planner.report(b, Outcome::TooManyResults { suggested: None });
+    let spot = planner
+        .next_survey()
+        .expect("a spot survey of the refused blocks");
+    assert!(spot.spot);
+    assert_eq!(spot.range, b, "only the blocks still to fetch");
+    // The halves went out blind meanwhile; the survey finds nearly all the logs in block 60.
+    let (c, d) = (planner.next_range().unwrap(), planner.next_range().unwrap());
+    assert_eq!((c, d), (range(50, 74), range(75, 99)));
+    let mut hits = vec![60; 600];
+    hits.extend([52, 70, 80]);
+    hits.sort();
+    planner.report_survey(spot, Ok(&hits));
+    assert_eq!(planner.report(d, Outcome::Logs { n: 100 }), Verdict::Done);
+    // The next refusal splits where the logs are, and the heavy block goes alone to narrower filters.
+    assert_eq!(
+        planner.report(c, Outcome::TooManyResults { suggested: None }),
+        Verdict::Split
+    );
+    assert_eq!(planner.next_range(), Some(range(50, 59)));
+    let heavy = planner.next_range().unwrap();
+    assert_eq!(heavy, range(60, 60));
+    assert!(planner.expects_overflow(heavy));
+    assert_eq!(planner.next_range(), Some(range(61, 74)));
+    assert!(
+        planner.next_survey().is_none_or(|s| !s.spot),
+        "a refusal the spot covers needs no second one"
+    );
+}
+
+#[test]
+fn no_survey_without_a_probe_of_a_useful_share() {
+    let mut planner = Planner::new(CONFIG, range(0, 1_000_000), []);
+    let first = planner.next_range().unwrap();
+    planner.observe_mix(first, 20_000, &[20_000, 12_000]);
+    planner.report(first, Outcome::Logs { n: 20_000 });
+    assert_eq!(planner.next_survey(), None);
+    assert!(planner.next_range().is_some());
+}
+
+#[test]
+fn surveys_stay_above_the_last_block_where_a_contract_joins() {
+    let mut planner = Planner::new(CONFIG, range(0, 1_000_000), [5_000]);
+    assert_eq!(planner.sampling_start(), 5_000);
+    let first = planner.next_range().unwrap();
+    planner.observe_mix(first, 20_000, &[1_000, 19_000]);
+    planner.report(first, Outcome::Logs { n: 20_000 });
+    assert_eq!(
+        planner.next_survey(),
+        None,
+        "answers below the boundary say nothing of the mix above it"
+    );
+}
+
+#[derive(Debug, Clone)]
+enum Answer {
+    Logs(u64),
+    TooMany(Option<(u64, u64)>),
+    Timeout,
+    TooWide(Option<u64>),
+}
+
+#[derive(Debug, Clone)]
+enum SurveyAnswer {
+    Hits(Vec<u64>),
+    Refused(Answer),
+}
+
+fn survey_answer() -> impl Strategy<Value = SurveyAnswer> {
+    prop_oneof![
+        4 => proptest::collection::vec(0u64..5_000, 0..300).prop_map(SurveyAnswer::Hits),
+        1 => answer().prop_map(SurveyAnswer::Refused),
+    ]
+}
+
+enum Item {
+    Range(BlockRange),
+    Survey(SurveyRequest),
+}
+
+fn answer() -> impl Strategy<Value = Answer> {
+    prop_oneof![
+        4 => (0u64..20_000).prop_map(Answer::Logs),
+        2 => proptest::option::of((0u64..2_000, 0u64..2_000)).prop_map(Answer::TooMany),
+        1 => Just(Answer::Timeout),
+        1 => proptest::option::of(0u64..300).prop_map(Answer::TooWide),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, rng_seed: proptest::test_runner::RngSeed::Fixed(7), ..ProptestConfig::default() })]
+
+    /// For any sequence of node answers, survey answers (and any interleaving of outstanding requests),
+    /// the ranges the planner declares done tile `[start, end]` exactly, each within bounds, it never
+    /// stalls with nothing outstanding, and it terminates.
+    #[test]
+    fn done_ranges_tile_the_plan_with_no_gap_or_overlap(
+        start in 0u64..1_000,
+        len in 1u64..5_000,
+        initial in 1u64..500,
+        answers in proptest::collection::vec(answer(), 1..64),
+        surveys in proptest::collection::vec(survey_answer(), 0..16),
+        boundaries in proptest::collection::vec(0u64..6_000, 0..4),
+        in_flight in 1usize..6,
+        target in 50u64..10_000,
+    ) {
+        let config = PlannerConfig { initial_span: initial, max_span: 2_000.max(initial), target_logs: target };
+        let plan = range(start, start + len - 1);
+        let mut planner = Planner::new(config, plan, boundaries);
+        let mut done = Vec::new();
+        let mut outstanding: Vec<Item> = Vec::new();
+        let (mut step, mut survey_step) = (0usize, 0usize);
+        loop {
+            if outstanding.len() < in_flight {
+                if let Some(survey) = planner.next_survey() {
+                    prop_assert!(survey.range.start() >= plan.start() && survey.range.end() <= plan.end());
+                    outstanding.push(Item::Survey(survey));
+                }
+            }
+            while outstanding.len() < in_flight {
+                match planner.next_range() {
+                    Some(r) => {
+                        prop_assert!(r.start() >= plan.start() && r.end() <= plan.end());
+                        prop_assert!(r.len() <= config.max_span);
+                        outstanding.push(Item::Range(r));
+                    }
+                    None => break,
+                }
+            }
+            if outstanding.is_empty() {
+                prop_assert!(planner.is_finished(), "stalled with nothing outstanding");
+                break;
+            }
+            // Answer the outstanding requests in a scrambled order.
+            let item = outstanding.remove((step + survey_step) % outstanding.len());
+            let to_outcome = |a: Answer, r: BlockRange| match a {
+                Answer::Logs(n) => Outcome::Logs { n },
+                Answer::TooMany(s) => Outcome::TooManyResults { suggested: s.map(|(a, b)| (r.start() + a % r.len(), r.start() + b % (r.len() + 5))) },
+                Answer::Timeout => Outcome::Timeout,
+                Answer::TooWide(m) => Outcome::RangeTooWide { max_blocks: m },
+            };
+            let r = match item {
+                Item::Survey(survey) => {
+                    let r = survey.range;
+                    // After the scripted answers, surveys find nothing, which lets the run end.
+                    match surveys.get(survey_step).cloned().unwrap_or(SurveyAnswer::Hits(Vec::new())) {
+                        SurveyAnswer::Hits(offsets) => {
+                            let mut hits: Vec<u64> = offsets.iter().map(|o| r.start() + o % r.len()).collect();
+                            hits.sort();
+                            planner.report_survey(survey, Ok(&hits));
+                        }
+                        SurveyAnswer::Refused(a) => {
+                            let outcome = match to_outcome(a, r) {
+                                Outcome::Logs { .. } => Outcome::Timeout,
+                                other => other,
+                            };
+                            planner.report_survey(survey, Err(outcome));
+                        }
+                    }
+                    survey_step += 1;
+                    prop_assert!(survey_step < 100_000, "surveys make no progress");
+                    continue;
+                }
+                Item::Range(r) => r,
+            };
+            // After the scripted answers, the node answers with logs so that the run ends.
+            let outcome = to_outcome(answers.get(step).cloned().unwrap_or(Answer::Logs(1)), r);
+            if let Outcome::Logs { n } = outcome {
+                planner.observe_mix(r, n, &[n / 20, n]);
+            }
+            step += 1;
+            prop_assert!(step < 100_000, "no progress");
+            match planner.report(r, outcome) {
+                Verdict::Done | Verdict::SingleBlockOverflow => done.push(r),
+                Verdict::Split => {}
+            }
+        }
+        done.sort();
+        let mut expected_next = plan.start();
+        for r in &done {
+            prop_assert_eq!(r.start(), expected_next, "gap or overlap at {}", r);
+            expected_next = r.end() + 1;
+        }
+        prop_assert_eq!(expected_next, plan.end() + 1);
+    }
+}
