@@ -106,6 +106,11 @@ pub fn merge(groups: impl IntoIterator<Item = Group>) -> Vec<Group> {
 
 /// Whether `log` is one `filter` asks for (address and every constrained topic).
 pub(super) fn admits(filter: &LogFilter, log: &Log) -> bool {
+    filter.addresses.contains(&log.address) && topics_admitted(filter, log)
+}
+
+/// Whether `log`'s topics are ones `filter` asks for (topic0 and every constrained indexed topic).
+pub(super) fn topics_admitted(filter: &LogFilter, log: &Log) -> bool {
     let topic_admitted = |position: usize, wanted: Option<&Vec<B256>>| match wanted {
         None => true,
         Some(values) => log
@@ -113,8 +118,7 @@ pub(super) fn admits(filter: &LogFilter, log: &Log) -> bool {
             .get(position)
             .is_some_and(|topic| values.contains(topic)),
     };
-    filter.addresses.contains(&log.address)
-        && topic_admitted(0, filter.topic0.as_ref())
+    topic_admitted(0, filter.topic0.as_ref())
         && filter
             .indexed
             .iter()

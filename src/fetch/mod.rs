@@ -508,7 +508,7 @@ pub(crate) async fn get_chunked(
 
 /// Refuses answers that cannot belong to the request (a backend bug would otherwise become a silent gap
 /// or a foreign row), and puts the logs in `(block_number, log_index)` order.
-fn checked(range: BlockRange, filter: &LogFilter, logs: Vec<Log>) -> Result<Vec<Log>, Error> {
+fn checked(range: BlockRange, filter: &LogFilter, mut logs: Vec<Log>) -> Result<Vec<Log>, Error> {
     // Thousands of factory children make a list scan per log too slow.
     let many: Option<std::collections::HashSet<&Address>> =
         (filter.addresses.len() > 16).then(|| filter.addresses.iter().collect());
@@ -529,8 +529,14 @@ fn checked(range: BlockRange, filter: &LogFilter, logs: Vec<Log>) -> Result<Vec<
                 log.address, log.block_number
             )));
         }
+        // The address is checked above, by set when the list is long: only the topics are left.
+        if !groups::topics_admitted(filter, log) {
+            return Err(Error::Inconsistent(format!(
+                "log {} of block {} (address {}) does not match the filter it was asked with",
+                log.log_index, log.block_number, log.address
+            )));
+        }
     }
-    let mut logs = groups::checked_topics(filter, logs)?;
     if !logs.is_sorted_by_key(|log| (log.block_number, log.log_index)) {
         logs.sort_by_key(|log| (log.block_number, log.log_index));
     }
