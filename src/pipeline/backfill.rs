@@ -89,11 +89,12 @@ impl<'a> super::Ctx<'a> {
                 }
                 // Children announced in these ranges, and those found since a range was asked for, are
                 // fetched for them before they are decoded.
-                if let Err(err) = job.discover(&node, config, &mut fetched).await {
-                    break Err(err);
-                }
+                let filled = match job.discover(&node, config, &mut fetched).await {
+                    Ok(filled) => filled,
+                    Err(err) => break Err(err),
+                };
                 // What was filled in for them passed no stamping stage.
-                if job.timestamps == Timestamps::Stored {
+                if filled > 0 && job.timestamps == Timestamps::Stored {
                     let stamped = futures::future::try_join_all(
                         fetched
                             .iter_mut()

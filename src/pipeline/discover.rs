@@ -167,15 +167,18 @@ impl Children {
     }
 
     /// Contracts whose child `address` is at `block` (created at or before it).
-    pub(super) fn emitters(&self, address: &Address, block: BlockNumber) -> Vec<usize> {
+    pub(super) fn emitters(
+        &self,
+        address: &Address,
+        block: BlockNumber,
+    ) -> impl Iterator<Item = usize> + '_ {
         self.by_address
             .get(address)
             .into_iter()
             .flatten()
             .map(|&i| &self.list[i])
-            .filter(|c| c.block_number <= block)
+            .filter(move |c| c.block_number <= block)
             .map(|c| c.contract)
-            .collect()
     }
 }
 
@@ -191,7 +194,7 @@ pub(super) fn merge(logs: &mut Vec<Log>, extra: Vec<Log>) {
 
 impl Job {
     /// Finds the children announced in `fetched` (consecutive ranges, in order), registers them, and fills
-    /// in the logs of every child a range was fetched without. Returns how many children were new.
+    /// in the logs of every child a range was fetched without. Returns how many logs were filled in.
     ///
     /// # Errors
     /// [`Error::Node`] when a filling request fails for good.
@@ -205,19 +208,12 @@ impl Job {
             return Ok(0);
         }
         // The lock is held for this block only: never across a request.
-        let (new, wanted) = {
+        let wanted = {
             let mut children = self.children.write().expect("children lock");
-            let before = children.list.len();
             let mut fewest = usize::MAX;
             for f in fetched.iter() {
                 fewest = fewest.min(children.covered(f.range));
-                for log in f.logs.iter().filter(|l| !l.removed) {
-                    for factory in &self.factories {
-                        if let Some(child) = factory.child_of(log) {
-                            children.register(child);
-                        }
-                    }
-                }
+                self.register_announced(&mut children, &f.logs);
             }
             let last = fetched[fetched.len() - 1].range.end();
             let missing: Vec<&Child> = children.list[fewest.min(children.list.len())..]
@@ -236,12 +232,13 @@ impl Job {
                     self.topic0_of(missing.iter().map(|c| c.contract)),
                 )
             });
-            (children.list.len() - before, wanted)
+            wanted
         };
         let Some((span, addresses, topic0)) = wanted else {
-            return Ok(new);
+            return Ok(0);
         };
         let filled = self.fill(node, config, span, addresses, topic0).await?;
+        let n_filled = filled.len();
         let mut filled = filled.into_iter().peekable();
         for f in fetched.iter_mut() {
             let mut mine = Vec::new();
@@ -250,7 +247,7 @@ impl Job {
             }
             merge(&mut f.logs, mine);
         }
-        Ok(new)
+        Ok(n_filled)
     }
 
     /// Registers the children announced in `fetched` without fetching anything: for input that holds every
@@ -260,7 +257,14 @@ impl Job {
             return;
         }
         let mut children = self.children.write().expect("children lock");
-        for log in fetched.iter().flat_map(|f| &f.logs) {
+        for f in fetched {
+            self.register_announced(&mut children, &f.logs);
+        }
+    }
+
+    /// Registers the children the factories announce in `logs` (a `removed` log announces nothing).
+    fn register_announced(&self, children: &mut Children, logs: &[Log]) {
+        for log in logs.iter().filter(|l| !l.removed) {
             for factory in &self.factories {
                 if let Some(child) = factory.child_of(log) {
                     children.register(child);

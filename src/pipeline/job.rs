@@ -310,29 +310,33 @@ impl Job {
     /// stage, which reads headers only for the blocks of such logs.
     pub(super) fn stored(&self) -> super::enrich::Stored {
         let (contracts, by_address) = (self.contracts.clone(), self.by_address.clone());
-        let (decoders, children) = (self.decoders.clone(), self.children.clone());
+        let decoders = self.decoders.clone();
+        // Only a job with factories looks its children up (a lock per log otherwise taken for nothing).
+        let children = (!self.factories.is_empty()).then(|| self.children.clone());
         Arc::new(move |log| {
             if log.removed {
                 return false;
             }
+            let joined_and_matched = |contract_idx: usize| {
+                let contract = &contracts[contract_idx];
+                contract.next <= log.block_number
+                    && contract
+                        .tables
+                        .iter()
+                        .any(|&t| decoders[t].matches(&log.topics))
+            };
+            let configured = by_address.get(&log.address).into_iter().flatten();
+            if configured.copied().any(joined_and_matched) {
+                return true;
+            }
             // A factory's child emits for its contract from the block of its creating log.
-            let found = children
-                .read()
-                .expect("children lock")
-                .emitters(&log.address, log.block_number);
-            by_address
-                .get(&log.address)
-                .into_iter()
-                .flatten()
-                .chain(&found)
-                .any(|&contract_idx| {
-                    let contract = &contracts[contract_idx];
-                    contract.next <= log.block_number
-                        && contract
-                            .tables
-                            .iter()
-                            .any(|&t| decoders[t].matches(&log.topics))
-                })
+            children.as_ref().is_some_and(|children| {
+                children
+                    .read()
+                    .expect("children lock")
+                    .emitters(&log.address, log.block_number)
+                    .any(joined_and_matched)
+            })
         })
     }
 
