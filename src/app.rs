@@ -121,7 +121,7 @@ async fn sync(args: SyncArgs, cancel: CancellationToken, console: Console) -> u8
                 report.errors,
                 report.retries,
                 report.splits,
-                if report.undecodable > 0 { format!("; {} logs kept raw only (did not decode)", report.undecodable) } else { String::new() }
+                summary_notes(&report)
             );
             exit::OK
         }
@@ -131,6 +131,24 @@ async fn sync(args: SyncArgs, cancel: CancellationToken, console: Console) -> u8
         }
         Err(err) => report_error(&config, &err),
     }
+}
+
+/// The end of `sync`'s summary line: what only some runs have.
+fn summary_notes(report: &pipeline::SyncReport) -> String {
+    let mut notes = String::new();
+    if report.topic_only > 0 {
+        notes.push_str(&format!(
+            "; {} requests by topic only ({} logs of other contracts dropped)",
+            report.topic_only, report.foreign_logs
+        ));
+    }
+    if report.undecodable > 0 {
+        notes.push_str(&format!(
+            "; {} logs kept raw only (did not decode)",
+            report.undecodable
+        ));
+    }
+    notes
 }
 
 /// The last line of defence of a shutdown: once `cancel` fires, the process exits with 130 after `grace`

@@ -529,6 +529,14 @@ fn render(args: &BenchArgs, phases: &[Phase], lower_bound: Option<u64>, blocks: 
             e2e.report.requests - e2e.report.log_requests,
         );
     }
+    for p in phases.iter().filter(|p| p.report.topic_only > 0) {
+        let _ = writeln!(
+            out,
+            "{}: {} of the eth_getLogs requests by topic only (more addresses than one request takes), \
+             {} logs of other contracts dropped",
+            p.name, p.report.topic_only, p.report.foreign_logs
+        );
+    }
     if let Some(e2e) = find("end-to-end") {
         if let (Some(fetch), Some(store)) = (find("fetch-only"), find("store-only")) {
             let ceiling = fetch.logs_per_s().min(store.logs_per_s());

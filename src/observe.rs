@@ -52,6 +52,10 @@ pub const RETRIES: &str = "logslice_retries_total";
 pub const RANGE_SIZE_BLOCKS: &str = "logslice_range_size_blocks";
 /// Counter: reorgs detected (the follower bumps it).
 pub const REORGS: &str = "logslice_reorgs_total";
+/// Counter: `eth_getLogs` requests sent without their addresses (many factory children, `fetch::wide`).
+pub const TOPIC_ONLY_REQUESTS: &str = "logslice_topic_only_requests_total";
+/// Counter: logs of other contracts carried by topic-only answers and dropped.
+pub const FOREIGN_LOGS: &str = "logslice_foreign_logs_dropped_total";
 /// Gauge: blocks rolled back by the last reorg (the follower sets it).
 pub const ROLLBACK_DEPTH_BLOCKS: &str = "logslice_rollback_depth_blocks";
 /// Gauge: seconds since the checkpoint last advanced (what `/health` compares with `metrics.max_stall`).
@@ -76,6 +80,12 @@ pub fn record_request(method: &'static str, failure: Option<&Class>) {
         Some(Class::Fatal) => "fatal",
     };
     metrics::counter!(REQUESTS, "method" => method, "outcome" => outcome).increment(1);
+}
+
+/// Records a topic-only `eth_getLogs` request and the logs of other contracts it carried.
+pub fn record_topic_only(foreign_logs: u64) {
+    metrics::counter!(TOPIC_ONLY_REQUESTS).increment(1);
+    metrics::counter!(FOREIGN_LOGS).increment(foreign_logs);
 }
 
 /// Records a split of a range.
@@ -119,6 +129,14 @@ fn describe() {
             "answers that split a block range (-32005, block limits)",
         ),
         (RETRIES, "requests retried after a transient failure"),
+        (
+            TOPIC_ONLY_REQUESTS,
+            "eth_getLogs requests sent without their (many) addresses, cut to them here",
+        ),
+        (
+            FOREIGN_LOGS,
+            "logs of other contracts that topic-only answers carried, dropped",
+        ),
         (REORGS, "reorgs detected"),
     ] {
         describe_counter!(name, help);

@@ -69,6 +69,10 @@ pub struct GateStats {
     pub retries: AtomicU64,
     /// Answers that asked for a narrower request.
     pub splits: AtomicU64,
+    /// `eth_getLogs` requests sent without their addresses (`fetch::wide`).
+    pub topic_only: AtomicU64,
+    /// Logs of other contracts those answers carried, dropped.
+    pub foreign_logs: AtomicU64,
 }
 
 /// Semaphore + rate window + retry policy in front of every request, stopped by one cancellation token.
@@ -80,6 +84,8 @@ pub struct Gate {
     cancel: CancellationToken,
     /// What the gate saw.
     pub stats: GateStats,
+    /// What answers for long address lists have shown, for choosing how to ask for them.
+    pub(super) densities: super::wide::Densities,
 }
 
 impl Gate {
@@ -92,6 +98,7 @@ impl Gate {
             rate: RateWindow::new(per_window, Duration::from_secs(1) + WINDOW_MARGIN),
             cancel,
             stats: GateStats::default(),
+            densities: super::wide::Densities::default(),
         }
     }
 

@@ -10,6 +10,7 @@
 
 mod gate;
 mod groups;
+mod wide;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -23,6 +24,8 @@ use tokio_util::sync::CancellationToken;
 pub use gate::{Gate, GateConfig, GateStats, OnSplit};
 pub(crate) use groups::get_logs;
 pub use groups::{merge as merge_groups, Group};
+use wide::get_chunked;
+pub use wide::ADDRESSES_PER_REQUEST;
 
 #[cfg(test)]
 mod simulation;
@@ -467,43 +470,6 @@ fn selection_topic(filter: &LogFilter) -> String {
         Some([one]) => one.to_string(),
         _ => "any".into(),
     }
-}
-
-/// Addresses per `eth_getLogs` request: providers refuse filters of more than 5,000 parameters
-/// (`-32602 too many parameters`), and 1,000 keeps a request's body under 50 KB.
-pub const ADDRESSES_PER_REQUEST: usize = 1_000;
-
-/// `eth_getLogs` of `filter` through the gate, in requests of at most [`ADDRESSES_PER_REQUEST`] addresses
-/// (run concurrently, each through the gate), merged in `(block_number, log_index)` order. One refused part
-/// refuses the whole, so the caller splits the range as for one request.
-///
-/// # Errors
-/// Any [`Error`] of a part.
-pub(crate) async fn get_chunked(
-    client: &Client,
-    gate: &Gate,
-    filter: &LogFilter,
-) -> Result<Vec<Log>, Error> {
-    if filter.addresses.len() <= ADDRESSES_PER_REQUEST {
-        return gate
-            .run("eth_getLogs", OnSplit::Return, || client.get_logs(filter))
-            .await;
-    }
-    let parts = filter
-        .addresses
-        .chunks(ADDRESSES_PER_REQUEST)
-        .map(|chunk| async move {
-            let part = LogFilter {
-                addresses: chunk.to_vec(),
-                ..filter.clone()
-            };
-            gate.run("eth_getLogs", OnSplit::Return, || client.get_logs(&part))
-                .await
-        });
-    let parts = futures::future::try_join_all(parts).await?;
-    let mut logs: Vec<Log> = parts.into_iter().flatten().collect();
-    logs.sort_by_key(|log| (log.block_number, log.log_index));
-    Ok(logs)
 }
 
 /// Refuses answers that cannot belong to the request (a backend bug would otherwise become a silent gap

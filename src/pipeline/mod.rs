@@ -132,6 +132,10 @@ pub struct SyncReport {
     pub retries: u64,
     /// Split answers.
     pub splits: u64,
+    /// `eth_getLogs` requests sent without their addresses (many factory children).
+    pub topic_only: u64,
+    /// Logs of other contracts those answers carried, dropped.
+    pub foreign_logs: u64,
     /// Wall time.
     pub elapsed: Duration,
 }

@@ -200,6 +200,8 @@ impl Node {
         report.errors = stats.errors.load(Relaxed);
         report.retries = stats.retries.load(Relaxed);
         report.splits = stats.splits.load(Relaxed);
+        report.topic_only = stats.topic_only.load(Relaxed);
+        report.foreign_logs = stats.foreign_logs.load(Relaxed);
     }
 
     /// `eth_chainId`, through the gate.

@@ -122,7 +122,7 @@ pub enum Blocks {
 pub struct LogFilter {
     /// Blocks.
     pub blocks: Blocks,
-    /// Emitting contracts (at least one).
+    /// Emitting contracts; none: any (a topic-only request).
     pub addresses: Vec<Address>,
     /// Alternatives for topic0; `None` matches any topic0 (needed for anonymous events).
     pub topic0: Option<Vec<B256>>,
@@ -144,11 +144,15 @@ impl LogFilter {
                 filter.insert("blockHash".into(), json!(hash));
             }
         }
-        let address = match self.addresses.as_slice() {
-            [one] => json!(one),
-            many => json!(many),
-        };
-        filter.insert("address".into(), address);
+        match self.addresses.as_slice() {
+            [] => {}
+            [one] => {
+                filter.insert("address".into(), json!(one));
+            }
+            many => {
+                filter.insert("address".into(), json!(many));
+            }
+        }
         // spec: topics are positional OR lists, null where any value matches; trailing nulls are left out.
         let mut topics: Vec<Value> = std::iter::once(&self.topic0)
             .chain(&self.indexed)

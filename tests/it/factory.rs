@@ -279,3 +279,32 @@ async fn children_are_stamped_from_headers_without_block_timestamp(backend: Back
     assert_exact(&work, &truth, &configured, 2_500).await;
 }
 both_backends!(children_are_stamped_from_headers_without_block_timestamp);
+
+/// Goal: when children are many and busy, a range is asked for by its topics alone (one request instead of
+/// one per 1,000 addresses), and the logs of other contracts on the same events are dropped here, never
+/// stored. Method: 2,000 pairs while the node's own tokens and pair (not configured) emit the same
+/// `Transfer`, `Approval`, `Swap` and `Sync` events; the sync must send topic-only requests, drop foreign
+/// logs, and end with every table equal to the truth (a foreign log kept would be a row too many, and the
+/// answer check refuses a log of an address not asked for).
+async fn busy_children_are_asked_for_by_topic_and_other_contracts_logs_dropped(backend: Backend) {
+    let node = support::start(factory_chain(3_000, 2_000)).await;
+    let truth = node.truth();
+    let target = 2_990;
+    let work = Workdir::with(backend).await;
+    let configured = [factory_contract()];
+    let path = pairs_config(
+        &node,
+        &work,
+        "initial_block_range = 50\nmax_block_range = 200",
+    );
+    let report = support::sync(&path, Target::Number(target))
+        .await
+        .expect("sync");
+    assert!(report.topic_only > 0, "no topic-only request: {report:?}");
+    assert!(
+        report.foreign_logs > 0,
+        "no foreign log dropped: {report:?}"
+    );
+    assert_exact(&work, &truth, &configured, target).await;
+}
+both_backends!(busy_children_are_asked_for_by_topic_and_other_contracts_logs_dropped);
