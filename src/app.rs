@@ -39,7 +39,7 @@ pub async fn run(cli: Cli, cancel: CancellationToken, console: Console) -> u8 {
                 }
             }
         },
-        Command::Devnode(args) => match crate::devnode::cli::run(args, cancel).await {
+        Command::Devnode(args) => match crate::devnode::cli::run(*args, cancel).await {
             Ok(()) => exit::OK,
             Err(err) => {
                 tracing::error!(cause = %err, "devnode failed");

@@ -29,6 +29,9 @@ pub enum Preset {
     /// (most quiet, a few busy), indexed as factory children, with two blocks where the pairs' logs together
     /// are over the cap while no pair alone is.
     Factory,
+    /// 100,001 blocks of the default chain plus 15 blocks where the first token alone emits 11,000 more logs
+    /// (ten spread over the chain, a run of five): indexable only from receipts.
+    Overcap,
 }
 
 impl Preset {
@@ -39,6 +42,7 @@ impl Preset {
             Preset::Long => (2_000_000, 1.0),
             Preset::Sparse => (2_000_000, 0.05),
             Preset::Factory => (ChainConfig::factory_preset().blocks, 1.0),
+            Preset::Overcap => (100_000, 1.0),
         }
     }
 }
@@ -84,6 +88,9 @@ pub struct BenchArgs {
     /// timestamps need no header reads.
     #[arg(long)]
     pub log_timestamps: bool,
+    /// The in-process node serves `eth_getBlockReceipts` (otherwise receipts are read one per transaction).
+    #[arg(long)]
+    pub block_receipts: bool,
     /// Index without block timestamps (`[sync] block_timestamps = false`) in every phase.
     #[arg(long, conflicts_with = "timestamps_cost")]
     pub no_timestamps: bool,
@@ -158,6 +165,10 @@ pub async fn run(args: &BenchArgs) -> Result<String, Error> {
     }
     node_config.faults.latency = args.latency;
     node_config.chain.log_timestamps = args.log_timestamps;
+    node_config.chain.block_receipts = args.block_receipts;
+    if args.preset == Preset::Overcap {
+        node_config.chain.overcap = crate::devnode::OvercapConfig::spread(blocks);
+    }
     let (node, url) = match &args.url {
         Some(url) => (None, url.clone()),
         None => {

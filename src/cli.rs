@@ -45,7 +45,7 @@ pub enum Command {
     /// Validate the config, the ABIs, the database and the node without indexing.
     Check(ConfigArg),
     /// Serve the built-in simulated access service (for demos, tests and benchmarks).
-    Devnode(crate::devnode::cli::DevnodeArgs),
+    Devnode(Box<crate::devnode::cli::DevnodeArgs>),
     /// Benchmark against the simulated node: logs/s, requests per 10,000 logs, errors, peak RSS.
     Bench(crate::bench::BenchArgs),
 }

@@ -17,6 +17,7 @@ use super::contracts::{self, parsed, Emitter, EMITTERS, PAIR_CREATED};
 use super::factory::Factory;
 use super::filter::LogFilter;
 use super::gen;
+use super::overcap::{self, OvercapConfig};
 use super::rng::{hash3, mix64, Rng};
 
 /// Blocks per density segment: a whole segment is sparse, medium or dense.
@@ -49,6 +50,9 @@ pub(crate) struct ChainParams {
     pub(crate) anon_contract: bool,
     /// The opt-in [`contracts::FACTORY`] and its pairs, planned after every block's other transactions.
     pub(crate) factory: Option<FactoryConfig>,
+    /// The opt-in blocks where one contract alone is over the cap, planned after every block's ordinary
+    /// transactions and before the factory's.
+    pub(crate) overcap: OvercapConfig,
 }
 
 /// What changes as the chain moves.
@@ -132,8 +136,8 @@ pub(crate) struct FullBlock {
     pub(crate) tx_hashes: Vec<B256>,
     pub(crate) n_logs: usize,
     pub(crate) bloom: Bloom,
-    pub(crate) senders: Vec<Address>,
-    pub(crate) receivers: Vec<Address>,
+    /// The sum of its receipts' `gasUsed`.
+    pub(crate) gas_used: u64,
 }
 
 /// Density class of a segment.
@@ -158,7 +162,7 @@ pub(crate) struct Chain {
     total_weight: u32,
     /// The opt-in factory, if any.
     factory: Option<Factory>,
-    users: Vec<Address>,
+    pub(crate) users: Vec<Address>,
     miner: Address,
     state: RwLock<ChainState>,
     /// Publishes every new head, so tests and tasks can wait for one instead of polling.
@@ -337,6 +341,10 @@ impl Chain {
     /// The skeleton of block `number` of generation `gen`, whose lower heights are those of `state`.
     pub(crate) fn plan(&self, number: u64, gen: u32, state: &ChainState) -> BlockPlan {
         let mut plan = self.base_plan(number, gen);
+        if self.params.overcap.covers(number) {
+            let n_logs = self.params.overcap.logs;
+            overcap::extend_plan(self.params.seed, number, gen, n_logs, &mut plan);
+        }
         if let Some(factory) = &self.factory {
             if number > 0 {
                 factory.extend_plan(number, gen, |lower| state.gen(lower), &mut plan);
@@ -416,12 +424,45 @@ impl Chain {
         BlockPlan { n_txs, logs }
     }
 
-    /// The hash of transaction `tx_index` of the block with hash `block_hash`.
-    pub(crate) fn tx_hash(block_hash: &B256, tx_index: u32) -> B256 {
+    /// The hash of transaction `tx_index` of block `number` with hash `block_hash`.
+    ///
+    /// Like a block hash, its last 12 bytes hold the index and the height masked by a function of the first 8,
+    /// so `eth_getTransactionByHash` finds the block without an index of every transaction (see
+    /// [`Chain::locate_tx`]).
+    pub(crate) fn tx_hash(&self, number: u64, block_hash: &B256, tx_index: u32) -> B256 {
         let mut preimage = [0u8; 37];
         preimage[..5].copy_from_slice(b"dn/tx");
         preimage[5..].copy_from_slice(block_hash.as_slice());
-        keccak256([&preimage[..], &tx_index.to_be_bytes()].concat())
+        let mut hash = keccak256([&preimage[..], &tx_index.to_be_bytes()].concat());
+        let mask = self.hash_mask(&hash);
+        hash[20..24].copy_from_slice(&(tx_index ^ (mask >> 32) as u32).to_be_bytes());
+        hash[24..].copy_from_slice(&(number ^ mix64(mask)).to_be_bytes());
+        hash
+    }
+
+    /// The canonical block (at or below `head`) and index of the transaction with hash `hash`, if any.
+    pub(crate) fn locate_tx(
+        &self,
+        state: &ChainState,
+        hash: &B256,
+        head: u64,
+    ) -> Option<(Header, BlockPlan, u32)> {
+        let mask = self.hash_mask(hash);
+        let mut index = [0u8; 4];
+        index.copy_from_slice(&hash[20..24]);
+        let tx_index = u32::from_be_bytes(index) ^ (mask >> 32) as u32;
+        let mut suffix = [0u8; 8];
+        suffix.copy_from_slice(&hash[24..]);
+        let number = u64::from_be_bytes(suffix) ^ mix64(mask);
+        if number > head {
+            return None;
+        }
+        let header = self.header(state, number);
+        if self.tx_hash(number, &header.hash, tx_index) != *hash {
+            return None;
+        }
+        let plan = self.plan(number, header.gen, state);
+        (tx_index < plan.n_txs).then_some((header, plan, tx_index))
     }
 
     /// Draws the values of planned log `log_index` and encodes it.
@@ -439,7 +480,7 @@ impl Chain {
         Log {
             block_number: header.number,
             block_hash: header.hash,
-            tx_hash: Self::tx_hash(&header.hash, planned.tx_index),
+            tx_hash: self.tx_hash(header.number, &header.hash, planned.tx_index),
             tx_index: planned.tx_index,
             log_index,
             address: planned.address,
@@ -494,50 +535,27 @@ impl Chain {
         out
     }
 
-    /// Block `number` of generation `gen` with its transactions and bloom.
+    /// Block `number` of generation `gen` with its transaction hashes and bloom.
     pub(crate) fn full_block(&self, state: &ChainState, number: u64, gen: u32) -> FullBlock {
         let header = self.header_of(number, gen, state);
         let plan = self.plan(number, gen, state);
         let mut bloom = Bloom::ZERO;
-        let mut receivers = vec![Address::ZERO; plan.n_txs as usize];
         for (log_index, planned) in plan.logs.iter().enumerate() {
             let log = self.materialize(&header, planned, log_index as u32);
             bloom.accrue(BloomInput::Raw(log.address.as_slice()));
             for topic in &log.topics {
                 bloom.accrue(BloomInput::Raw(topic.as_slice()));
             }
-            if let Some(receiver) = receivers.get_mut(log.tx_index as usize) {
-                *receiver = log.address;
-            }
         }
         let tx_hashes = (0..plan.n_txs)
-            .map(|tx_index| Self::tx_hash(&header.hash, tx_index))
+            .map(|tx_index| self.tx_hash(number, &header.hash, tx_index))
             .collect();
-        let senders = (0..plan.n_txs)
-            .map(|tx_index| {
-                let pick = hash3(
-                    self.params.seed,
-                    number,
-                    u64::from(tx_index),
-                    u64::from(gen),
-                );
-                self.users[(pick % self.users.len() as u64) as usize]
-            })
-            .collect();
-        // A transaction without logs is a plain transfer to a user.
-        for (tx_index, receiver) in receivers.iter_mut().enumerate() {
-            if receiver.is_zero() {
-                *receiver = self.users
-                    [(mix64(number ^ tx_index as u64) % self.users.len() as u64) as usize];
-            }
-        }
         FullBlock {
+            gas_used: self.block_gas_used(&header, &plan),
             header,
             tx_hashes,
             n_logs: plan.logs.len(),
             bloom,
-            senders,
-            receivers,
         }
     }
 }

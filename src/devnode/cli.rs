@@ -97,6 +97,18 @@ pub struct DevnodeArgs {
     /// Put `blockTimestamp` in log objects, as geth and most providers do (the spec's log object lacks it).
     #[arg(long)]
     pub log_timestamps: bool,
+    /// Serve `eth_getBlockReceipts` (without it the node answers -32601, as one that lacks it).
+    #[arg(long)]
+    pub block_receipts: bool,
+    /// Blocks where the first token alone emits more logs than the result cap, comma-separated heights.
+    #[arg(long, value_name = "N,N,...", default_value = "")]
+    pub overcap_blocks: String,
+    /// A run of consecutive such blocks: FIRST:COUNT.
+    #[arg(long, value_name = "FIRST:COUNT")]
+    pub overcap_run: Option<String>,
+    /// Logs of the one contract in each such block.
+    #[arg(long, value_name = "N", default_value_t = super::DEFAULT_OVERCAP_LOGS)]
+    pub overcap_logs: u64,
     /// Wording of the too-many-results error: plain, infura, alchemy, reth, reth-32000.
     #[arg(long, default_value = "plain", value_parser = super::TooManyStyle::parse)]
     pub too_many_style: super::TooManyStyle,
@@ -185,6 +197,22 @@ impl DevnodeArgs {
                     bursts: self.factory_bursts,
                 });
         cfg.chain.log_timestamps = self.log_timestamps;
+        cfg.chain.block_receipts = self.block_receipts;
+        let overcap = [
+            ("overcap_blocks", Some(self.overcap_blocks.clone())),
+            ("overcap_run", self.overcap_run.clone()),
+            ("overcap_logs", Some(self.overcap_logs.to_string())),
+        ];
+        for (name, value) in overcap {
+            if let Some(value) = value {
+                cfg.chain
+                    .overcap
+                    .set_option(name, &value)
+                    .map_err(|reason| {
+                        Error::Option(format!("--{}: {reason}", name.replace('_', "-")))
+                    })?;
+            }
+        }
         cfg.limits.too_many_style = self.too_many_style;
         cfg.limits.max_results = self.max_results;
         cfg.limits.query_budget = self.query_budget;

@@ -6,6 +6,8 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use super::overcap::{OvercapConfig, OVERCAP_OPTION_NAMES};
+
 /// Default chain id.
 pub const DEFAULT_CHAIN_ID: u64 = 1337;
 /// Default initial head: the default chain has about 200,000 blocks and 1,000,000 logs.
@@ -94,6 +96,10 @@ pub struct ChainConfig {
     /// Put `blockTimestamp` in log objects, as geth and most providers do. Off by default: the spec's log
     /// object has no such field, and the default chain's answers stay byte for byte the same.
     pub log_timestamps: bool,
+    /// Serve `eth_getBlockReceipts` (off: `-32601`, as a node without it answers).
+    pub block_receipts: bool,
+    /// Blocks where one contract alone is over the result cap (none by default).
+    pub overcap: OvercapConfig,
 }
 
 impl Default for ChainConfig {
@@ -112,6 +118,8 @@ impl Default for ChainConfig {
             factory: None,
             finality: Finality::Block,
             log_timestamps: false,
+            block_receipts: false,
+            overcap: OvercapConfig::default(),
         }
     }
 }
@@ -139,8 +147,14 @@ impl ChainConfig {
         match name {
             "default" => Ok(Self::default()),
             "factory" => Ok(Self::factory_preset()),
+            // 100,000 blocks with ten single over-cap blocks spread over them and a run of five.
+            "overcap" => Ok(Self {
+                blocks: 100_000,
+                overcap: OvercapConfig::spread(100_000),
+                ..Self::default()
+            }),
             other => Err(format!(
-                "{other:?} is not a chain preset (use default or factory)"
+                "{other:?} is not a chain preset (use default, factory or overcap)"
             )),
         }
     }
@@ -506,6 +520,10 @@ impl DevNodeConfig {
             }),
             "finality" => Finality::parse(value).map(|v| self.chain.finality = v),
             "log_timestamps" => parse_switch(value).map(|v| self.chain.log_timestamps = v),
+            "block_receipts" => parse_switch(value).map(|v| self.chain.block_receipts = v),
+            name if OVERCAP_OPTION_NAMES.contains(&name) => {
+                self.chain.overcap.set_option(name, value)
+            }
             "max_results" => parse_num(value).map(|v| self.limits.max_results = v),
             "max_params" => parse_num(value).map(|v| self.limits.max_params = v),
             "query_budget" => parse_duration(value).map(|v| self.limits.query_budget = v),
@@ -532,6 +550,7 @@ impl DevNodeConfig {
             _ => {
                 let nearest = OPTION_NAMES
                     .iter()
+                    .chain(OVERCAP_OPTION_NAMES)
                     .map(|candidate| (strsim::levenshtein(candidate, &name), candidate))
                     .min()
                     .filter(|(distance, _)| *distance <= 3)
@@ -621,7 +640,7 @@ mod tests {
             }
         );
         let err = DevNodeConfig::from_sim_url("sim://?preset=huge").expect_err("no preset");
-        assert!(err.contains("default or factory"), "{err}");
+        assert!(err.contains("default, factory or overcap"), "{err}");
     }
 
     #[test]

@@ -8,7 +8,8 @@
 use alloy_primitives::hex;
 use serde_json::Value;
 
-use super::chain::{Chain, FullBlock, Log, GAS_LIMIT};
+use super::chain::{Chain, FullBlock, Header, Log, GAS_LIMIT};
+use super::txs::{bloom_of, Fees, Tx};
 
 const HEX_DIGITS: &[u8; 16] = b"0123456789abcdef";
 
@@ -107,18 +108,19 @@ fn derived(tag: &[u8], from: &[u8]) -> alloy_primitives::B256 {
     alloy_primitives::keccak256([tag, from].concat())
 }
 
-/// Writes one block object with the spec's fields.
+/// Writes one block object with the spec's fields; with `full`, its transactions as objects (the block's
+/// transactions, in order), otherwise their hashes.
 pub(crate) fn block(
     out: &mut Vec<u8>,
     chain: &Chain,
     block: &FullBlock,
     kind: BlockKind,
-    detail: TxDetail,
+    full: Option<&[Tx]>,
 ) {
     let header = &block.header;
     let pending = kind == BlockKind::Pending;
     let n_txs = block.tx_hashes.len() as u64;
-    let gas_used = (n_txs * 21_000 + block.n_logs as u64 * 1_500).min(GAS_LIMIT);
+    let gas_used = block.gas_used;
     out.extend_from_slice(b"{\"number\":");
     if pending {
         out.extend_from_slice(b"null");
@@ -179,20 +181,31 @@ pub(crate) fn block(
     field(out, "size");
     quantity(out, 620 + n_txs * 110);
     field(out, "gasLimit");
-    quantity(out, GAS_LIMIT);
+    // An over-cap block uses more gas than a real block could; its limit follows rather than lie about it.
+    quantity(out, GAS_LIMIT.max(gas_used));
     field(out, "gasUsed");
     quantity(out, gas_used);
     field(out, "timestamp");
     quantity(out, header.timestamp);
     field(out, "transactions");
     out.push(b'[');
-    for (tx_idx, tx_hash) in block.tx_hashes.iter().enumerate() {
-        if tx_idx > 0 {
-            out.push(b',');
+    match full {
+        None => {
+            for (tx_idx, tx_hash) in block.tx_hashes.iter().enumerate() {
+                if tx_idx > 0 {
+                    out.push(b',');
+                }
+                bytes(out, tx_hash.as_slice());
+            }
         }
-        match detail {
-            TxDetail::Hashes => bytes(out, tx_hash.as_slice()),
-            TxDetail::Full => transaction(out, chain, block, tx_idx, kind),
+        Some(txs) => {
+            let at = (!pending).then_some(header);
+            for (tx_idx, tx) in txs.iter().enumerate() {
+                if tx_idx > 0 {
+                    out.push(b',');
+                }
+                transaction(out, chain.params.chain_id, tx, at);
+            }
         }
     }
     out.push(b']');
@@ -203,68 +216,134 @@ pub(crate) fn block(
     out.push(b'}');
 }
 
-/// Writes a minimal, plausible EIP-1559 transaction object.
-fn transaction(
-    out: &mut Vec<u8>,
-    chain: &Chain,
-    block: &FullBlock,
-    tx_idx: usize,
-    kind: BlockKind,
-) {
-    let tx_hash = &block.tx_hashes[tx_idx];
-    let pending = kind == BlockKind::Pending;
+/// Writes a 256-bit quantity: lowercase hex without leading zeros.
+pub(crate) fn quantity_u256(out: &mut Vec<u8>, n: &alloy_primitives::U256) {
+    out.extend_from_slice(format!("\"{n:#x}\"").as_bytes());
+}
+
+fn null_or_quantity(out: &mut Vec<u8>, n: Option<u64>) {
+    match n {
+        Some(n) => quantity(out, n),
+        None => out.extend_from_slice(b"null"),
+    }
+}
+
+fn null_or_bytes(out: &mut Vec<u8>, data: Option<&[u8]>) {
+    match data {
+        Some(data) => bytes(out, data),
+        None => out.extend_from_slice(b"null"),
+    }
+}
+
+/// Writes one transaction object (the spec's table, geth's field order) of the block `at` (`None` for the
+/// pending block: block fields and index null). A legacy transaction has neither `maxFeePerGas` nor
+/// `maxPriorityFeePerGas`, and (spec: "returned only for EIP-1559 transactions") no `chainId`; its `v` is
+/// EIP-155's.
+pub(crate) fn transaction(out: &mut Vec<u8>, chain_id: u64, tx: &Tx, at: Option<&Header>) {
     out.extend_from_slice(b"{\"blockHash\":");
-    if pending {
-        out.extend_from_slice(b"null");
-    } else {
-        bytes(out, block.header.hash.as_slice());
-    }
+    null_or_bytes(out, at.map(|header| header.hash.as_slice()));
     field(out, "blockNumber");
-    if pending {
-        out.extend_from_slice(b"null");
-    } else {
-        quantity(out, block.header.number);
-    }
-    field(out, "chainId");
-    quantity(out, chain.params.chain_id);
+    null_or_quantity(out, at.map(|header| header.number));
     field(out, "from");
-    bytes(out, block.senders[tx_idx].as_slice());
+    bytes(out, tx.from.as_slice());
     field(out, "gas");
-    quantity(out, 250_000);
+    quantity(out, tx.gas);
     field(out, "gasPrice");
-    quantity(out, 1_000_000_007);
-    field(out, "hash");
-    bytes(out, tx_hash.as_slice());
-    field(out, "input");
-    bytes(out, &tx_hash[..4]);
-    field(out, "maxFeePerGas");
-    quantity(out, 2_000_000_000);
-    field(out, "maxPriorityFeePerGas");
-    quantity(out, 7);
-    field(out, "nonce");
-    quantity(out, u64::from(tx_hash[4]));
-    field(out, "r");
-    bytes(out, derived(b"dn/r", tx_hash.as_slice()).as_slice());
-    field(out, "s");
-    bytes(out, derived(b"dn/s", tx_hash.as_slice()).as_slice());
-    field(out, "to");
-    bytes(out, block.receivers[tx_idx].as_slice());
-    field(out, "transactionIndex");
-    if pending {
-        out.extend_from_slice(b"null");
-    } else {
-        quantity(out, tx_idx as u64);
+    quantity(out, tx.gas_price);
+    if let Fees::Dynamic {
+        max_fee,
+        max_priority_fee,
+    } = tx.fees
+    {
+        field(out, "maxFeePerGas");
+        quantity(out, max_fee);
+        field(out, "maxPriorityFeePerGas");
+        quantity(out, max_priority_fee);
     }
-    field(out, "type");
-    quantity(out, 2);
-    field(out, "v");
-    quantity(out, u64::from(tx_hash[5] & 1));
+    field(out, "hash");
+    bytes(out, tx.hash.as_slice());
+    field(out, "input");
+    bytes(out, &tx.input);
+    field(out, "nonce");
+    quantity(out, tx.nonce);
+    field(out, "to");
+    null_or_bytes(out, tx.to.as_ref().map(|to| to.as_slice()));
+    field(out, "transactionIndex");
+    null_or_quantity(out, at.map(|_| u64::from(tx.index)));
     field(out, "value");
-    quantity(out, 0);
-    field(out, "yParity");
-    quantity(out, u64::from(tx_hash[5] & 1));
-    field(out, "accessList");
-    out.extend_from_slice(b"[]}");
+    quantity_u256(out, &tx.value);
+    field(out, "type");
+    quantity(out, tx.kind());
+    match tx.fees {
+        Fees::Legacy => {
+            field(out, "v");
+            quantity(out, chain_id * 2 + 35 + tx.y_parity);
+        }
+        Fees::Dynamic { .. } => {
+            field(out, "accessList");
+            out.extend_from_slice(b"[]");
+            field(out, "chainId");
+            quantity(out, chain_id);
+            field(out, "v");
+            quantity(out, tx.y_parity);
+        }
+    }
+    field(out, "r");
+    bytes(out, tx.r.as_slice());
+    field(out, "s");
+    bytes(out, tx.s.as_slice());
+    if tx.kind() == 2 {
+        field(out, "yParity");
+        quantity(out, tx.y_parity);
+    }
+    out.push(b'}');
+}
+
+/// Writes one receipt object (the spec's table, geth's field order) of transaction `tx` of block `header`,
+/// whose logs are `logs`, written exactly as `eth_getLogs` writes them.
+pub(crate) fn receipt(
+    out: &mut Vec<u8>,
+    tx: &Tx,
+    header: &Header,
+    logs: &[Log],
+    log_timestamps: bool,
+) {
+    out.extend_from_slice(b"{\"blockHash\":");
+    bytes(out, header.hash.as_slice());
+    field(out, "blockNumber");
+    quantity(out, header.number);
+    field(out, "contractAddress");
+    null_or_bytes(out, tx.contract_address.as_ref().map(|a| a.as_slice()));
+    field(out, "cumulativeGasUsed");
+    quantity(out, tx.cumulative_gas_used);
+    field(out, "effectiveGasPrice");
+    quantity(out, tx.gas_price);
+    field(out, "from");
+    bytes(out, tx.from.as_slice());
+    field(out, "gasUsed");
+    quantity(out, tx.gas_used);
+    field(out, "logs");
+    out.push(b'[');
+    for (log_idx, one) in logs.iter().enumerate() {
+        if log_idx > 0 {
+            out.push(b',');
+        }
+        log(out, one, false, log_timestamps.then_some(header.timestamp));
+    }
+    out.push(b']');
+    field(out, "logsBloom");
+    bytes(out, bloom_of(logs).as_slice());
+    field(out, "status");
+    quantity(out, u64::from(tx.status));
+    field(out, "to");
+    null_or_bytes(out, tx.to.as_ref().map(|to| to.as_slice()));
+    field(out, "transactionHash");
+    bytes(out, tx.hash.as_slice());
+    field(out, "transactionIndex");
+    quantity(out, u64::from(tx.index));
+    field(out, "type");
+    quantity(out, tx.kind());
+    out.push(b'}');
 }
 
 #[cfg(test)]

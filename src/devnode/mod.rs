@@ -9,7 +9,9 @@
 //! ABI-encodes them for the contracts of `contracts` (ABIs in `abis/`); `factory` plans the opt-in factory's
 //! pairs and their logs; `filter` matches logs; `rpc` dispatches JSON-RPC and applies the limits; `faults`
 //! decides injected faults; `server` is the axum front; `stats` counts; `cli` is `logslice devnode`; `bench`
-//! measures the serve rate.
+//! measures the serve rate. `txs` draws the transactions and receipts of a block, `rpc_tx` serves them,
+//! `truth_tx` exposes them to tests, and `overcap` plans the opt-in blocks where one contract alone is over
+//! the result cap.
 
 pub mod bench;
 mod chain;
@@ -21,11 +23,15 @@ mod faults;
 mod filter;
 mod gen;
 mod json;
+mod overcap;
 mod params;
 mod rng;
 mod rpc;
+mod rpc_tx;
 mod server;
 mod stats;
+mod truth_tx;
+mod txs;
 
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicU64;
@@ -43,8 +49,10 @@ pub use config::{
     DEFAULT_MAX_PARAMS, DEFAULT_MAX_RESULTS, OPTION_NAMES,
 };
 pub use gen::NOTE_TOPICS;
+pub use overcap::{OvercapConfig, DEFAULT_OVERCAP_LOGS, OVERCAP_OPTION_NAMES};
 pub use server::Down;
 pub use stats::{MethodStats, StatsSnapshot};
+pub use truth_tx::{TruthReceipt, TruthTransaction};
 
 use chain::{Chain, ChainParams};
 use contracts::EMITTERS;
@@ -66,6 +74,7 @@ fn chain_params(cfg: &DevNodeConfig) -> ChainParams {
         reorg_depth: cfg.chain.reorg_depth,
         anon_contract: cfg.chain.anon_contract,
         factory: cfg.chain.factory,
+        overcap: cfg.chain.overcap.clone(),
     }
 }
 
@@ -351,7 +360,11 @@ impl GroundTruth {
                         factory: planned.address,
                         block_number: number,
                         block_hash: header.hash,
-                        transaction_hash: Chain::tx_hash(&header.hash, planned.tx_index),
+                        transaction_hash: self.chain.tx_hash(
+                            number,
+                            &header.hash,
+                            planned.tx_index,
+                        ),
                         log_index: log_index as u64,
                     });
                 }
@@ -366,19 +379,25 @@ impl GroundTruth {
         self.chain
             .canonical_logs(&state, from, to, state.head)
             .into_iter()
-            .map(|log| TruthLog {
-                block_number: log.block_number,
-                block_hash: log.block_hash,
-                transaction_hash: log.tx_hash,
-                transaction_index: u64::from(log.tx_index),
-                log_index: u64::from(log.log_index),
-                address: log.address,
-                topics: log.topics,
-                data: Bytes::from(log.data),
-                event: EMITTERS[usize::from(log.emitter)].event.name(),
-                values: log.values,
-            })
+            .map(TruthLog::from_log)
             .collect()
+    }
+}
+
+impl TruthLog {
+    fn from_log(log: chain::Log) -> Self {
+        TruthLog {
+            block_number: log.block_number,
+            block_hash: log.block_hash,
+            transaction_hash: log.tx_hash,
+            transaction_index: u64::from(log.tx_index),
+            log_index: u64::from(log.log_index),
+            address: log.address,
+            topics: log.topics,
+            data: Bytes::from(log.data),
+            event: EMITTERS[usize::from(log.emitter)].event.name(),
+            values: log.values,
+        }
     }
 }
 

@@ -35,7 +35,7 @@ impl RpcError {
         }
     }
 
-    fn invalid_argument(position: usize, reason: impl std::fmt::Display) -> Self {
+    pub(crate) fn invalid_argument(position: usize, reason: impl std::fmt::Display) -> Self {
         Self::new(-32602, format!("invalid argument {position}: {reason}"))
     }
 }
@@ -76,9 +76,9 @@ fn no_tagged_header(tag: BlockTag) -> RpcError {
 
 /// The heights one request sees: a lagging backend sees an older head.
 #[derive(Debug, Clone, Copy)]
-struct View {
-    head: u64,
-    finalized: u64,
+pub(crate) struct View {
+    pub(crate) head: u64,
+    pub(crate) finalized: u64,
     safe: u64,
 }
 
@@ -291,12 +291,7 @@ impl Service {
                 arity(params, 1, 1)?;
                 return self.get_logs(out, &state, view, &params[0], stale_replica);
             }
-            other => {
-                return Err(RpcError::new(
-                    -32601,
-                    format!("the method {other} does not exist/is not available"),
-                ));
-            }
+            other => return self.dispatch_tx(out, other, params, &state, view),
         }
         Ok(0)
     }
@@ -313,8 +308,13 @@ impl Service {
             // spec: results for unknown items are null, not errors.
             None => out.extend_from_slice(b"null"),
             Some(number) => {
-                let block = self.chain.full_block(state, number, state.gen(number));
-                json::block(out, &self.chain, &block, kind, detail);
+                let gen = state.gen(number);
+                let block = self.chain.full_block(state, number, gen);
+                let txs = (detail == TxDetail::Full).then(|| {
+                    let plan = self.chain.plan(number, gen, state);
+                    self.chain.transactions(&block.header, &plan)
+                });
+                json::block(out, &self.chain, &block, kind, txs.as_deref());
             }
         }
     }
@@ -493,7 +493,7 @@ pub(crate) fn too_many_params(n_params: usize, limit: usize) -> RpcError {
     )
 }
 
-fn arity(params: &[Value], min: usize, max: usize) -> Result<(), RpcError> {
+pub(crate) fn arity(params: &[Value], min: usize, max: usize) -> Result<(), RpcError> {
     if params.len() > max {
         return Err(RpcError::new(
             -32602,

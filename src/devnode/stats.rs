@@ -23,6 +23,11 @@ const KNOWN_METHODS: &[&str] = &[
     "eth_getBlockByNumber",
     "eth_getBlockByHash",
     "eth_getLogs",
+    "eth_getTransactionByHash",
+    "eth_getTransactionByBlockHashAndIndex",
+    "eth_getTransactionByBlockNumberAndIndex",
+    "eth_getTransactionReceipt",
+    "eth_getBlockReceipts",
     "net_version",
     "web3_clientVersion",
 ];

@@ -16,9 +16,10 @@ const UNSERVED: [&str; 14] = [
     "ext_estimateFee",
     "eth_getUncleByBlockNumberAndIndex",
     "eth_getUncleByBlockHashAndIndex",
-    "eth_getTransactionByBlockHashAndIndex",
-    "eth_getTransactionReceipt",
-    "eth_getTransactionByHash",
+    // Served only when switched on (`block_receipts`); the transaction methods are served.
+    "eth_getBlockReceipts",
+    "eth_getBlockTransactionCountByNumber",
+    "eth_getBalance",
     "eth_estimateGas",
     "eth_call",
     "eth_subscribe",

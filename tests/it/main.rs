@@ -4,6 +4,7 @@ mod anon;
 mod devnode;
 mod devnode_factory;
 mod devnode_limits;
+mod devnode_tx;
 mod factory;
 mod filters;
 mod finality;
