@@ -142,6 +142,12 @@ fn summary_notes(report: &pipeline::SyncReport) -> String {
             report.topic_only, report.foreign_logs
         ));
     }
+    if report.receipt_blocks > 0 {
+        notes.push_str(&format!(
+            "; {} blocks over the result cap read from receipts",
+            report.receipt_blocks
+        ));
+    }
     if report.undecodable > 0 {
         notes.push_str(&format!(
             "; {} logs kept raw only (did not decode)",

@@ -47,7 +47,7 @@ pub fn code(err: &Error) -> u8 {
             fetch::Error::Interrupted => INTERRUPTED,
             fetch::Error::Panicked(_) => SOFTWARE,
             fetch::Error::Fatal { .. }
-            | fetch::Error::BlockOverflow { .. }
+            | fetch::Error::NoReceipts { .. }
             | fetch::Error::Inconsistent(_)
             | fetch::Error::Split(_) => DATA,
         },

@@ -56,6 +56,8 @@ pub const REORGS: &str = "logslice_reorgs_total";
 pub const TOPIC_ONLY_REQUESTS: &str = "logslice_topic_only_requests_total";
 /// Counter: logs of other contracts carried by topic-only answers and dropped.
 pub const FOREIGN_LOGS: &str = "logslice_foreign_logs_dropped_total";
+/// Counter: blocks read from their receipts (over the cap for one address and topic0, `fetch::receipts`).
+pub const RECEIPT_BLOCKS: &str = "logslice_receipt_blocks_total";
 /// Gauge: blocks rolled back by the last reorg (the follower sets it).
 pub const ROLLBACK_DEPTH_BLOCKS: &str = "logslice_rollback_depth_blocks";
 /// Gauge: seconds since the checkpoint last advanced (what `/health` compares with `metrics.max_stall`).
@@ -86,6 +88,11 @@ pub fn record_request(method: &'static str, failure: Option<&Class>) {
 pub fn record_topic_only(foreign_logs: u64) {
     metrics::counter!(TOPIC_ONLY_REQUESTS).increment(1);
     metrics::counter!(FOREIGN_LOGS).increment(foreign_logs);
+}
+
+/// Records a block read from its receipts.
+pub fn record_receipt_block() {
+    metrics::counter!(RECEIPT_BLOCKS).increment(1);
 }
 
 /// Records a split of a range.
@@ -129,6 +136,10 @@ fn describe() {
             "answers that split a block range (-32005, block limits)",
         ),
         (RETRIES, "requests retried after a transient failure"),
+        (
+            RECEIPT_BLOCKS,
+            "blocks read from their receipts (over the result cap for one address and topic0)",
+        ),
         (
             TOPIC_ONLY_REQUESTS,
             "eth_getLogs requests sent without their (many) addresses, cut to them here",

@@ -98,6 +98,9 @@ pub struct ChainConfig {
     pub log_timestamps: bool,
     /// Serve `eth_getBlockReceipts` (off: `-32601`, as a node without it answers).
     pub block_receipts: bool,
+    /// Refuse `eth_getTransactionReceipt` with `-32601` (`tx_receipts=off`): a node that serves no receipts
+    /// at all once `block_receipts` is off too.
+    pub no_tx_receipts: bool,
     /// Blocks where one contract alone is over the result cap (none by default).
     pub overcap: OvercapConfig,
 }
@@ -119,6 +122,7 @@ impl Default for ChainConfig {
             finality: Finality::Block,
             log_timestamps: false,
             block_receipts: false,
+            no_tx_receipts: false,
             overcap: OvercapConfig::default(),
         }
     }
@@ -521,6 +525,7 @@ impl DevNodeConfig {
             "finality" => Finality::parse(value).map(|v| self.chain.finality = v),
             "log_timestamps" => parse_switch(value).map(|v| self.chain.log_timestamps = v),
             "block_receipts" => parse_switch(value).map(|v| self.chain.block_receipts = v),
+            "tx_receipts" => parse_switch(value).map(|v| self.chain.no_tx_receipts = !v),
             name if OVERCAP_OPTION_NAMES.contains(&name) => {
                 self.chain.overcap.set_option(name, value)
             }

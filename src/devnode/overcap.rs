@@ -19,9 +19,11 @@ const MAX_LOGS_PER_TX: u64 = 10;
 const OVERCAP_EMITTER: u8 = 0;
 const TAG_OVERCAP: u64 = 19;
 
-/// The option names [`OvercapConfig::set_option`] accepts (and `block_receipts`, which `config` sets).
+/// The option names [`OvercapConfig::set_option`] accepts (and `block_receipts` and `tx_receipts`, which
+/// `config` sets).
 pub const OVERCAP_OPTION_NAMES: &[&str] = &[
     "block_receipts",
+    "tx_receipts",
     "overcap_blocks",
     "overcap_run",
     "overcap_logs",

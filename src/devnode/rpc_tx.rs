@@ -59,7 +59,7 @@ impl Service {
                 let block = number.map(|number| self.block_of(state, number));
                 self.write_tx(out, block.as_ref().map(|(h, p)| (h, p, index)));
             }
-            "eth_getTransactionReceipt" => {
+            "eth_getTransactionReceipt" if !self.cfg.chain.no_tx_receipts => {
                 arity(params, 1, 1)?;
                 let hash =
                     params::hash(&params[0]).map_err(|e| RpcError::invalid_argument(0, e))?;

@@ -73,6 +73,8 @@ pub struct GateStats {
     pub topic_only: AtomicU64,
     /// Logs of other contracts those answers carried, dropped.
     pub foreign_logs: AtomicU64,
+    /// Blocks read from their receipts (over the cap for one address and topic0).
+    pub receipt_blocks: AtomicU64,
 }
 
 /// Semaphore + rate window + retry policy in front of every request, stopped by one cancellation token.
@@ -86,6 +88,8 @@ pub struct Gate {
     pub stats: GateStats,
     /// What answers for long address lists have shown, for choosing how to ask for them.
     pub(super) densities: super::wide::Densities,
+    /// Which receipts methods the node serves (`fetch::receipts`).
+    pub(super) receipts_served: super::receipts::Served,
 }
 
 impl Gate {
@@ -99,6 +103,7 @@ impl Gate {
             cancel,
             stats: GateStats::default(),
             densities: super::wide::Densities::default(),
+            receipts_served: super::receipts::Served::default(),
         }
     }
 

@@ -10,6 +10,7 @@
 
 mod gate;
 mod groups;
+mod receipts;
 mod wide;
 
 use std::collections::BTreeMap;
@@ -73,15 +74,14 @@ pub enum Error {
         #[source]
         source: rpc::Error,
     },
-    /// One block holds more matching logs than the node returns, even for one address and one topic0.
-    #[error("block {block} has more logs than the node returns at once for address {address} and topic0 {topic0} (narrow the contract's events, or use a node with a higher result cap)")]
-    BlockOverflow {
+    /// One block holds more matching logs than the node returns at once, even for one address and one
+    /// topic0, and its receipts cannot be read either.
+    #[error("block {block} has more logs than the node returns at once for one address and topic0, and its receipts could not be read: {why} (use a node that serves eth_getBlockReceipts or eth_getTransactionReceipt)")]
+    NoReceipts {
         /// The block.
         block: BlockNumber,
-        /// The narrowest address filter.
-        address: Address,
-        /// The narrowest topic0 filter (`any` when anonymous events forbid one).
-        topic0: String,
+        /// The methods tried and what they answered.
+        why: String,
     },
     /// The node answered logs outside the requested range, or of another address.
     #[error("the node answered a log that does not match the request: {0}")]
@@ -419,7 +419,8 @@ pub enum FirstRequest {
 /// the whole pipeline's.
 ///
 /// # Errors
-/// [`Error::BlockOverflow`] when one address and one topic0 are still over the cap; any other [`Error`].
+/// [`Error::NoReceipts`] when one address and one topic0 are still over the cap and the block's receipts
+/// cannot be read (`fetch::receipts`); any other [`Error`].
 pub(crate) async fn fetch_block_by_filters(
     client: &Client,
     gate: &Gate,
@@ -432,6 +433,7 @@ pub(crate) async fn fetch_block_by_filters(
         let answer = get_chunked(client, gate, &filter).await;
         (group, filter, answer)
     };
+    let whole = selection.clone();
     let mut pending = FuturesUnordered::new();
     for group in selection.groups {
         match first {
@@ -449,11 +451,17 @@ pub(crate) async fn fetch_block_by_filters(
             Err(Error::Split(_)) => {
                 let address = group.addresses[0];
                 let Some((a, b)) = group.halves() else {
-                    return Err(Error::BlockOverflow {
+                    // One address and one topic0 over the cap: the block's receipts hold every log.
+                    tracing::info!(
                         block,
-                        address,
-                        topic0: selection_topic(&filter),
-                    });
+                        %address,
+                        topic0 = %selection_topic(&filter),
+                        "over the cap for one address and topic0: reading the block's receipts"
+                    );
+                    // The other requests go first: one holding an answer unpolled would hold the
+                    // client's answer slot for good.
+                    drop(pending);
+                    return receipts::read_block(client, gate, block, &whole).await;
                 };
                 pending.extend([request(a), request(b)]);
             }

@@ -136,6 +136,8 @@ pub struct SyncReport {
     pub topic_only: u64,
     /// Logs of other contracts those answers carried, dropped.
     pub foreign_logs: u64,
+    /// Blocks read from their receipts (over the cap for one address and topic0).
+    pub receipt_blocks: u64,
     /// Wall time.
     pub elapsed: Duration,
 }

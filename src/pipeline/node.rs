@@ -202,6 +202,7 @@ impl Node {
         report.splits = stats.splits.load(Relaxed);
         report.topic_only = stats.topic_only.load(Relaxed);
         report.foreign_logs = stats.foreign_logs.load(Relaxed);
+        report.receipt_blocks = stats.receipt_blocks.load(Relaxed);
     }
 
     /// `eth_chainId`, through the gate.

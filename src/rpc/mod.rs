@@ -7,6 +7,7 @@
 mod error;
 mod frames;
 mod http;
+mod receipts;
 mod types;
 mod ws;
 
@@ -19,6 +20,7 @@ use serde_json::value::RawValue;
 
 pub use crate::primitives::Log;
 pub use error::{Class, Error, SplitReason};
+pub use receipts::{BlockTxHashes, Receipt};
 pub use types::{parse_quantity, BlockTag, Blocks, Header, LogFilter, Quantity};
 
 use crate::config::SecretUrl;
@@ -168,21 +170,37 @@ impl Client {
     /// # Cancel safety
     /// Cancel safe, as [`Self::call`].
     pub async fn headers(&self, numbers: &[u64]) -> Result<Vec<Option<Header>>, Error> {
-        const METHOD: &str = "eth_getBlockByNumber";
+        let params = numbers
+            .iter()
+            .map(|&number| serde_json::json!([BlockTag::Number(number).to_param(), false]))
+            .collect();
+        self.batch("eth_getBlockByNumber", params).await
+    }
+
+    /// `method` once for each of `params`, in one JSON-RPC batch request, the results in the order asked.
+    ///
+    /// # Errors
+    /// As [`Self::headers`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe, as [`Self::call`].
+    pub async fn batch<T: DeserializeOwned>(
+        &self,
+        method: &'static str,
+        params: Vec<serde_json::Value>,
+    ) -> Result<Vec<T>, Error> {
         let Transport::Http(http) = &self.transport else {
             return Err(Error::BatchRefused {
                 detail: "batches go over HTTP only".into(),
             });
         };
-        let first_id = self
-            .next_id
-            .fetch_add(numbers.len() as u64, Ordering::Relaxed);
-        let calls: Vec<serde_json::Value> = numbers
-            .iter()
+        let n = params.len();
+        let first_id = self.next_id.fetch_add(n as u64, Ordering::Relaxed);
+        let calls: Vec<serde_json::Value> = params
+            .into_iter()
             .zip(first_id..)
-            .map(|(&number, id)| {
-                serde_json::json!({"jsonrpc": "2.0", "id": id, "method": METHOD,
-                    "params": [BlockTag::Number(number).to_param(), false]})
+            .map(|(params, id)| {
+                serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
             })
             .collect();
         let body = serde_json::Value::Array(calls).to_string();
@@ -191,7 +209,7 @@ impl Client {
                 .post(body, &self.answers)
                 .await
                 .map_err(Error::of_batch_request)?;
-            parse_batch(METHOD, &bytes, first_id, numbers.len())
+            parse_batch(method, &bytes, first_id, n)
         })
         .await
         .map_err(|_| Error::Timeout(self.options.request_timeout))?

@@ -16,13 +16,13 @@ use crate::support::{self, all_contracts, assert_db_matches_truth, node_config, 
 /// Seeded reorg depths (1 to 64) so a failure replays exactly.
 const DEPTHS: [u64; 16] = [1, 7, 64, 3, 12, 2, 33, 1, 50, 5, 18, 64, 9, 1, 27, 4];
 
-struct Daemon {
+pub(crate) struct Daemon {
     task: JoinHandle<Result<pipeline::SyncReport, pipeline::Error>>,
     cancel: CancellationToken,
     progress: watch::Receiver<Option<u64>>,
 }
 
-fn start_daemon(config_path: &std::path::Path) -> Daemon {
+pub(crate) fn start_daemon(config_path: &std::path::Path) -> Daemon {
     let config = logslice::config::load(config_path).expect("config");
     let cancel = CancellationToken::new();
     let (sender, progress) = watch::channel(None);
@@ -47,7 +47,7 @@ fn start_daemon(config_path: &std::path::Path) -> Daemon {
 
 impl Daemon {
     /// Waits (bounded) until every contract's checkpoint reaches `head`.
-    async fn reaches(&mut self, head: u64) {
+    pub(crate) async fn reaches(&mut self, head: u64) {
         let reached = matches!(
             tokio::time::timeout(
                 Duration::from_secs(120),
@@ -65,7 +65,7 @@ impl Daemon {
         }
     }
 
-    async fn stop(self) -> Result<pipeline::SyncReport, pipeline::Error> {
+    pub(crate) async fn stop(self) -> Result<pipeline::SyncReport, pipeline::Error> {
         self.cancel.cancel();
         self.task.await.expect("the daemon task does not panic")
     }

@@ -13,6 +13,7 @@ mod ops;
 mod pg;
 mod postgres_sink;
 mod rate;
+mod receipts;
 mod shutdown;
 mod sink_records;
 mod support;

@@ -1,0 +1,166 @@
+//! Blocks where one contract alone has more logs than the node's 10,000-result cap, end to end: no
+//! `eth_getLogs` filter can carry such a block, so logslice reads it from its receipts (`eth_getBlockReceipts`
+//! when served, else one `eth_getTransactionReceipt` per transaction), and the database must equal the
+//! ground truth on SQLite and on Postgres: alone, in a run, at the head under `run` and through a reorg that
+//! replaces one. A node that serves no receipts stops the sync with exit 65 and nothing partial committed.
+
+use logslice::devnode::{DevNodeConfig, OvercapConfig};
+use logslice::pipeline::{self, Target};
+
+use crate::both_backends;
+use crate::follow::start_daemon;
+use crate::support::{self, all_contracts, assert_db_matches_truth, node_config, Backend, Workdir};
+
+/// A chain of `blocks` blocks with single over-cap blocks at `singles` and a run of `run`, each 11,000
+/// `Transfer` logs of `token_a` beside the block's usual logs; `block_receipts` says whether the node serves
+/// `eth_getBlockReceipts`.
+fn overcap_chain(
+    blocks: u64,
+    singles: &[u64],
+    run: Option<(u64, u64)>,
+    block_receipts: bool,
+) -> DevNodeConfig {
+    let mut config = node_config(blocks);
+    config.chain.overcap = OvercapConfig {
+        blocks: singles.to_vec(),
+        run,
+        ..OvercapConfig::default()
+    };
+    config.chain.block_receipts = block_receipts;
+    config
+}
+
+/// Syncs every example contract to `target` and compares every table with the truth; returns the report.
+async fn sync_exact(config: DevNodeConfig, backend: Backend, target: u64) -> pipeline::SyncReport {
+    let node = support::start(config).await;
+    let truth = node.truth();
+    let over = truth.overcap_blocks();
+    assert!(
+        over.iter().all(|&b| truth.log_count(b) > 10_000),
+        "over-cap blocks {over:?}"
+    );
+    let work = Workdir::with(backend).await;
+    let path = work.write_config(&node.http_url(), &all_contracts(), "", "");
+    let report = support::sync(&path, Target::Number(target))
+        .await
+        .expect("sync");
+    assert_db_matches_truth(&work, &truth, &all_contracts(), target).await;
+    let in_range = over.iter().filter(|&&b| b <= target).count() as u64;
+    assert_eq!(
+        report.receipt_blocks, in_range,
+        "one receipts read per over-cap block"
+    );
+    report
+}
+
+/// Goal: over-cap blocks, alone and in a run, are read whole from `eth_getBlockReceipts`.
+async fn over_cap_blocks_come_from_block_receipts(backend: Backend) {
+    let config = overcap_chain(3_000, &[700, 1_900], Some((1_200, 3)), true);
+    sync_exact(config, backend, 2_900).await;
+}
+both_backends!(over_cap_blocks_come_from_block_receipts);
+
+/// Goal: a node without `eth_getBlockReceipts` (`-32601`) has its over-cap blocks read one transaction receipt
+/// at a time, in batches; the method is asked for once per run, not once per block.
+async fn over_cap_blocks_come_from_transaction_receipts_without_block_receipts(backend: Backend) {
+    let config = overcap_chain(3_000, &[700, 1_900], Some((1_200, 3)), false);
+    let node = support::start(config.clone()).await;
+    let truth = node.truth();
+    let work = Workdir::with(backend).await;
+    let path = work.write_config(&node.http_url(), &all_contracts(), "", "");
+    let report = support::sync(&path, Target::Number(2_900))
+        .await
+        .expect("sync");
+    assert_db_matches_truth(&work, &truth, &all_contracts(), 2_900).await;
+    assert_eq!(report.receipt_blocks, 5);
+    let stats = node.stats();
+    assert_eq!(
+        stats.calls("eth_getBlockReceipts"),
+        1,
+        "{}",
+        stats.summary()
+    );
+    let transactions: usize = truth
+        .overcap_blocks()
+        .iter()
+        .map(|&b| truth.transactions(b).len())
+        .sum();
+    assert!(
+        stats.ok("eth_getTransactionReceipt") >= transactions as u64,
+        "{}",
+        stats.summary()
+    );
+}
+both_backends!(over_cap_blocks_come_from_transaction_receipts_without_block_receipts);
+
+/// Goal: a node that serves no receipts at all stops the sync with exit 65 naming the block and the methods,
+/// and nothing of that block or after it is committed. Method: both receipts methods refused with `-32601`.
+async fn a_node_without_receipts_stops_with_exit_65_and_nothing_partial(backend: Backend) {
+    let mut config = overcap_chain(3_000, &[1_500], None, false);
+    config.chain.no_tx_receipts = true;
+    let node = support::start(config).await;
+    let truth = node.truth();
+    let work = Workdir::with(backend).await;
+    let path = work.write_config(&node.http_url(), &all_contracts(), "", "");
+    let err = support::sync(&path, Target::Number(2_900))
+        .await
+        .expect_err("no receipts, no sync past block 1,500");
+    assert_eq!(logslice::exit::code(&err), 65, "{err}");
+    let message = err.to_string();
+    assert!(
+        message.contains("block 1500") && message.contains("eth_getTransactionReceipt"),
+        "{message}"
+    );
+    let committed = support::checkpoint(&work, "token_a")
+        .await
+        .expect("a checkpoint below the block");
+    assert!(committed < 1_500, "checkpoint {committed}");
+    let above = support::query_texts(
+        &work,
+        "SELECT CAST(count(*) AS TEXT) FROM logs WHERE block_number >= 1500",
+    )
+    .await;
+    assert_eq!(above, vec![vec!["0".to_string()]]);
+    assert_db_matches_truth(&work, &truth, &all_contracts(), committed as u64).await;
+}
+both_backends!(a_node_without_receipts_stops_with_exit_65_and_nothing_partial);
+
+/// Goal: over-cap blocks above finality (read by the head path) under `run`, newly mined ones, and one a
+/// reorg replaces: after each step the database equals the canonical chain, nothing of the orphaned block
+/// left. Method: over-cap blocks in the top 64 blocks and just above the head, then mining and a reorg
+/// five blocks deep over the newest.
+async fn over_cap_blocks_at_the_head_under_run(backend: Backend) {
+    let node = support::start(overcap_chain(
+        2_000,
+        &[1_960, 2_003],
+        Some((1_990, 2)),
+        true,
+    ))
+    .await;
+    let truth = node.truth();
+    let work = Workdir::with(backend).await;
+    let path = work.write_config(
+        &node.http_url(),
+        &all_contracts(),
+        "",
+        "poll_interval = \"20ms\"",
+    );
+    let mut daemon = start_daemon(&path);
+    daemon.reaches(truth.head()).await;
+    assert_db_matches_truth(&work, &truth, &all_contracts(), truth.head()).await;
+    let head = node.mine(5);
+    daemon.reaches(head).await;
+    assert_db_matches_truth(&work, &truth, &all_contracts(), head).await;
+    let orphaned = truth.block(2_003).expect("block 2003").hash;
+    node.reorg(4);
+    let head = node.mine(2);
+    daemon.reaches(head).await;
+    assert_ne!(truth.block(2_003).expect("block 2003").hash, orphaned);
+    assert_db_matches_truth(&work, &truth, &all_contracts(), head).await;
+    let stopped = daemon.stop().await;
+    assert!(
+        matches!(stopped, Err(pipeline::Error::Interrupted)),
+        "{stopped:?}"
+    );
+}
+both_backends!(over_cap_blocks_at_the_head_under_run);
