@@ -534,10 +534,17 @@ fn render(args: &BenchArgs, phases: &[Phase], lower_bound: Option<u64>, blocks: 
         let _ = writeln!(
             out,
             "lower bound: {bound} eth_getLogs requests ({bound_per_10k:.2} per 10k logs); end-to-end used {} ({:.2}x the bound; \
-             the other {} requests read the head and the headers above finality)",
+             the other {} requests read the head, the headers above finality and any receipts)",
             e2e.report.log_requests,
             e2e.report.log_requests as f64 / bound.max(1) as f64,
             e2e.report.requests - e2e.report.log_requests,
+        );
+    }
+    for p in phases.iter().filter(|p| p.report.receipt_blocks > 0) {
+        let _ = writeln!(
+            out,
+            "{}: {} blocks over the cap for one address and topic0 read from their receipts",
+            p.name, p.report.receipt_blocks
         );
     }
     for p in phases.iter().filter(|p| p.report.topic_only > 0) {
