@@ -168,6 +168,9 @@ pub struct SyncConfig {
     /// `block_timestamps`, default true: `block_timestamp` (unix seconds) in `logs` and every typed table,
     /// from the logs' `blockTimestamp` or else from the headers of blocks with logs.
     pub block_timestamps: bool,
+    /// `transactions`, default false: the `transactions` table, one row per transaction that emitted an
+    /// indexed log, read from the blocks that have logs (`eth_getBlockByNumber(n, true)`).
+    pub transactions: bool,
 }
 
 /// One `[[contracts]]` entry.

@@ -78,6 +78,7 @@ const SYNC_KEYS: &[&str] = &[
     "shutdown_grace",
     "strict",
     "block_timestamps",
+    "transactions",
 ];
 
 const URL_FIX: &str = "write sim://, https://host/path or wss://host/path";
@@ -374,6 +375,7 @@ pub(super) fn sync(reader: &mut Reader<'_>, table: &Table) -> SyncConfig {
         shutdown_grace: reader.duration(table, S, "shutdown_grace", DEFAULT_SHUTDOWN_GRACE),
         strict: reader.bool(table, S, "strict", false),
         block_timestamps: reader.bool(table, S, "block_timestamps", true),
+        transactions: reader.bool(table, S, "transactions", false),
     }
 }
 

@@ -104,10 +104,16 @@ impl<'a> super::Ctx<'a> {
                         break Err(err);
                     }
                 }
-                let batch = match job.build_batch(fetched, &mut decode_report) {
+                let mut batch = match job.build_batch(fetched, &mut decode_report) {
                     Ok(batch) => batch,
                     Err(err) => break Err(err),
                 };
+                // The transactions of its logs are read while the previous batch commits.
+                if job.transactions {
+                    if let Err(err) = super::transactions::fill(&node, &mut batch).await {
+                        break Err(err);
+                    }
+                }
                 place.send(batch);
             };
             (outcome, decode_report.undecodable)

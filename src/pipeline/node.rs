@@ -155,6 +155,63 @@ impl Node {
         Ok(headers)
     }
 
+    /// The blocks of `numbers` with their full transactions, in order (`None` where the node does not know
+    /// the block), batched as [`Node::headers`]: a batch of n calls costs n of the rate.
+    ///
+    /// # Errors
+    /// [`Error::Node`]; [`Error::Interrupted`].
+    pub(super) async fn blocks_with_transactions(
+        &self,
+        numbers: &[BlockNumber],
+    ) -> Result<Vec<Option<rpc::BlockTransactions>>, Error> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let mut blocks = Vec::with_capacity(numbers.len());
+        // A block with its transactions is larger than a header: a tenth of the header batch keeps one
+        // answer of a busy chain's blocks within the response limit.
+        let per_batch = self
+            .gate
+            .max_calls_per_request()
+            .clamp(1, MAX_HEADERS_PER_BATCH / 10);
+        let mut rest = numbers;
+        while !rest.is_empty() && self.batches.load(Relaxed) {
+            let (batch, after) = rest.split_at(per_batch.min(rest.len()));
+            match self
+                .gate
+                .run_calls("eth_getBlockByNumber", batch.len(), OnSplit::Retry, || {
+                    self.client.blocks_with_transactions(batch)
+                })
+                .await
+            {
+                Ok(answers) => {
+                    blocks.extend(answers);
+                    rest = after;
+                }
+                Err(fetch::Error::Fatal {
+                    source: source @ rpc::Error::BatchRefused { .. },
+                    ..
+                }) => {
+                    tracing::info!(cause = %source, "reading blocks one by one from now on");
+                    self.batches.store(false, Relaxed);
+                }
+                Err(err) => return Err(self.error()(err)),
+            }
+        }
+        let per_round = self.gate.config().max_concurrency.max(1);
+        for chunk in rest.chunks(per_round) {
+            let answers = futures::future::join_all(chunk.iter().map(|&n| {
+                self.gate
+                    .run("eth_getBlockByNumber", OnSplit::Retry, move || {
+                        self.client.block_with_transactions(BlockTag::Number(n))
+                    })
+            }))
+            .await;
+            for answer in answers {
+                blocks.push(answer.map_err(self.error())?);
+            }
+        }
+        Ok(blocks)
+    }
+
     /// `eth_getLogs` of `selection` over `blocks` (a request per filter group), through the gate; a
     /// range-too-large answer comes back as [`fetch::Error::Split`] for the caller to narrow.
     ///

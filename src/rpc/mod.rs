@@ -7,6 +7,7 @@
 mod error;
 mod frames;
 mod http;
+mod transactions;
 mod types;
 mod ws;
 
@@ -19,6 +20,7 @@ use serde_json::value::RawValue;
 
 pub use crate::primitives::Log;
 pub use error::{Class, Error, SplitReason};
+pub use transactions::{BlockTransactions, Transaction};
 pub use types::{parse_quantity, BlockTag, Blocks, Header, LogFilter, Quantity};
 
 use crate::config::SecretUrl;
@@ -168,6 +170,44 @@ impl Client {
     /// # Cancel safety
     /// Cancel safe, as [`Self::call`].
     pub async fn headers(&self, numbers: &[u64]) -> Result<Vec<Option<Header>>, Error> {
+        self.blocks_batch(numbers, false).await
+    }
+
+    /// `eth_getBlockByNumber(n, true)` for every block of `numbers` in one batch, as [`Self::headers`]: the
+    /// blocks with their full transactions.
+    ///
+    /// # Errors
+    /// As [`Self::headers`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe, as [`Self::call`].
+    pub async fn blocks_with_transactions(
+        &self,
+        numbers: &[u64],
+    ) -> Result<Vec<Option<BlockTransactions>>, Error> {
+        self.blocks_batch(numbers, true).await
+    }
+
+    /// `eth_getBlockByNumber(tag, true)`: the block with its full transactions, `None` when unknown.
+    ///
+    /// # Errors
+    /// Any [`Error`].
+    pub async fn block_with_transactions(
+        &self,
+        tag: BlockTag,
+    ) -> Result<Option<BlockTransactions>, Error> {
+        self.call(
+            "eth_getBlockByNumber",
+            serde_json::json!([tag.to_param(), true]),
+        )
+        .await
+    }
+
+    async fn blocks_batch<T: DeserializeOwned>(
+        &self,
+        numbers: &[u64],
+        full: bool,
+    ) -> Result<Vec<Option<T>>, Error> {
         const METHOD: &str = "eth_getBlockByNumber";
         let Transport::Http(http) = &self.transport else {
             return Err(Error::BatchRefused {
@@ -182,7 +222,7 @@ impl Client {
             .zip(first_id..)
             .map(|(&number, id)| {
                 serde_json::json!({"jsonrpc": "2.0", "id": id, "method": METHOD,
-                    "params": [BlockTag::Number(number).to_param(), false]})
+                    "params": [BlockTag::Number(number).to_param(), full]})
             })
             .collect();
         let body = serde_json::Value::Array(calls).to_string();

@@ -175,7 +175,7 @@ pub fn parse_quantity(s: &str) -> Result<u64, String> {
     u64::from_str_radix(digits, 16).map_err(|e| format!("quantity {s:?}: {e}"))
 }
 
-fn quantity<'de, D: Deserializer<'de>>(deserializer: D) -> Result<u64, D::Error> {
+pub(super) fn quantity<'de, D: Deserializer<'de>>(deserializer: D) -> Result<u64, D::Error> {
     let s = Cow::<str>::deserialize(deserializer)?;
     parse_quantity(&s).map_err(D::Error::custom)
 }

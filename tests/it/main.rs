@@ -18,3 +18,4 @@ mod sink_records;
 mod support;
 mod sync;
 mod timestamps;
+mod transactions;
