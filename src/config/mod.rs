@@ -171,6 +171,9 @@ pub struct SyncConfig {
     /// `transactions`, default false: the `transactions` table, one row per transaction that emitted an
     /// indexed log, read from the blocks that have logs (`eth_getBlockByNumber(n, true)`).
     pub transactions: bool,
+    /// `transaction_receipts`, default false (needs `transactions`): `status` and `gas_used` in
+    /// `transactions`, from each transaction's receipt.
+    pub transaction_receipts: bool,
 }
 
 /// One `[[contracts]]` entry.

@@ -54,7 +54,7 @@ pub struct Job {
     /// `[sync] block_timestamps`: whether logs are stamped before they are committed.
     pub(super) timestamps: sink::Timestamps,
     /// `[sync] transactions`: batches carry the rows of `transactions` ([`super::transactions`]).
-    pub(super) transactions: bool,
+    pub(super) transactions: sink::Transactions,
 }
 
 impl Job {
@@ -175,7 +175,11 @@ impl Job {
             } else {
                 sink::Timestamps::Omitted
             },
-            transactions: config.sync.transactions,
+            transactions: match (config.sync.transactions, config.sync.transaction_receipts) {
+                (false, _) => sink::Transactions::Omitted,
+                (true, false) => sink::Transactions::Stored,
+                (true, true) => sink::Transactions::WithReceipts,
+            },
         })
     }
 

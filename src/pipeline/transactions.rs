@@ -15,7 +15,8 @@ use alloy_primitives::{B256, U256};
 
 use crate::primitives::{BlockNumber, Log};
 use crate::rpc::BlockTransactions;
-use crate::sink::{Batch, TransactionRow};
+use crate::rpc::Receipt;
+use crate::sink::{Batch, TransactionRow, Transactions};
 
 use super::{Error, Node};
 
@@ -93,18 +94,47 @@ fn rows(
     Ok(rows)
 }
 
-/// Reads the transactions of `batch`'s logs and puts their rows in the batch.
+/// Adds `status` and `gas_used` to `rows` from their receipts (in `rows`' order). Pure.
+///
+/// # Errors
+/// [`Error::NotYet`] when a receipt is missing or of another block or transaction (the block was replaced
+/// since its logs were read).
+fn add_receipts(rows: &mut [TransactionRow], receipts: Vec<Option<Receipt>>) -> Result<(), Error> {
+    for (row, receipt) in rows.iter_mut().zip(receipts) {
+        let receipt = receipt
+            .filter(|r| r.block_hash == row.block_hash && r.transaction_hash == row.transaction_hash)
+            .ok_or_else(|| {
+                Error::NotYet(format!(
+                    "the node has no receipt of transaction {} in block {} ({}), whose logs it returned; \
+                     run again later",
+                    row.transaction_hash, row.block_number, row.block_hash
+                ))
+            })?;
+        row.status = receipt.status.map(|status| !status.is_zero());
+        row.gas_used = Some(receipt.gas_used);
+    }
+    Ok(())
+}
+
+/// Reads the transactions of `batch`'s logs (and with [`Transactions::WithReceipts`] their receipts) and puts
+/// their rows in the batch.
 ///
 /// # Errors
 /// [`Error::Node`] when a read fails for good; [`Error::NotYet`] as [`rows`]; [`Error::Interrupted`].
-pub(super) async fn fill(node: &Node, batch: &mut Batch) -> Result<(), Error> {
+pub(super) async fn fill(node: &Node, batch: &mut Batch, mode: Transactions) -> Result<(), Error> {
     let needed = needed(&batch.logs);
-    if needed.is_empty() {
+    if needed.is_empty() || mode == Transactions::Omitted {
         return Ok(());
     }
     let numbers: Vec<BlockNumber> = needed.keys().copied().collect();
     let blocks = node.blocks_with_transactions(&numbers).await?;
-    batch.transactions = rows(&needed, blocks)?;
+    let mut rows = rows(&needed, blocks)?;
+    if mode == Transactions::WithReceipts {
+        let hashes: Vec<B256> = rows.iter().map(|row| row.transaction_hash).collect();
+        let receipts = node.receipts(&hashes).await?;
+        add_receipts(&mut rows, receipts)?;
+    }
+    batch.transactions = rows;
     Ok(())
 }
 

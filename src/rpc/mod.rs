@@ -14,13 +14,14 @@ mod ws;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use alloy_primitives::B256;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 
 pub use crate::primitives::Log;
 pub use error::{Class, Error, SplitReason};
-pub use transactions::{BlockTransactions, Transaction};
+pub use transactions::{BlockTransactions, Receipt, Transaction};
 pub use types::{parse_quantity, BlockTag, Blocks, Header, LogFilter, Quantity};
 
 use crate::config::SecretUrl;
@@ -208,21 +209,56 @@ impl Client {
         numbers: &[u64],
         full: bool,
     ) -> Result<Vec<Option<T>>, Error> {
-        const METHOD: &str = "eth_getBlockByNumber";
+        let params = numbers
+            .iter()
+            .map(|&number| serde_json::json!([BlockTag::Number(number).to_param(), full]))
+            .collect();
+        self.batch("eth_getBlockByNumber", params).await
+    }
+
+    /// `eth_getTransactionReceipt` of every hash of `hashes` in one batch, as [`Self::headers`]: `None` where
+    /// the node has no receipt.
+    ///
+    /// # Errors
+    /// As [`Self::headers`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe, as [`Self::call`].
+    pub async fn receipts(&self, hashes: &[B256]) -> Result<Vec<Option<Receipt>>, Error> {
+        let params = hashes
+            .iter()
+            .map(|hash| serde_json::json!([hash]))
+            .collect();
+        self.batch("eth_getTransactionReceipt", params).await
+    }
+
+    /// `eth_getTransactionReceipt`: `None` when the node has no receipt.
+    ///
+    /// # Errors
+    /// Any [`Error`].
+    pub async fn receipt(&self, hash: B256) -> Result<Option<Receipt>, Error> {
+        self.call("eth_getTransactionReceipt", serde_json::json!([hash]))
+            .await
+    }
+
+    /// One JSON-RPC batch of `method` with each of `params`, answers in the order asked.
+    async fn batch<T: DeserializeOwned>(
+        &self,
+        method: &'static str,
+        params: Vec<serde_json::Value>,
+    ) -> Result<Vec<Option<T>>, Error> {
         let Transport::Http(http) = &self.transport else {
             return Err(Error::BatchRefused {
                 detail: "batches go over HTTP only".into(),
             });
         };
-        let first_id = self
-            .next_id
-            .fetch_add(numbers.len() as u64, Ordering::Relaxed);
-        let calls: Vec<serde_json::Value> = numbers
-            .iter()
+        let n_calls = params.len();
+        let first_id = self.next_id.fetch_add(n_calls as u64, Ordering::Relaxed);
+        let calls: Vec<serde_json::Value> = params
+            .into_iter()
             .zip(first_id..)
-            .map(|(&number, id)| {
-                serde_json::json!({"jsonrpc": "2.0", "id": id, "method": METHOD,
-                    "params": [BlockTag::Number(number).to_param(), full]})
+            .map(|(params, id)| {
+                serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
             })
             .collect();
         let body = serde_json::Value::Array(calls).to_string();
@@ -231,7 +267,7 @@ impl Client {
                 .post(body, &self.answers)
                 .await
                 .map_err(Error::of_batch_request)?;
-            parse_batch(METHOD, &bytes, first_id, numbers.len())
+            parse_batch(method, &bytes, first_id, n_calls)
         })
         .await
         .map_err(|_| Error::Timeout(self.options.request_timeout))?

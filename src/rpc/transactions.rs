@@ -61,6 +61,21 @@ pub struct Transaction {
     pub input: Bytes,
 }
 
+/// The parts of a receipt the `transactions` table keeps, with what identifies it.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Receipt {
+    /// The transaction's hash.
+    pub transaction_hash: B256,
+    /// The block's hash.
+    pub block_hash: B256,
+    /// 1 success, 0 failure; absent before Byzantium (a `root` instead).
+    #[serde(default)]
+    pub status: Option<U256>,
+    /// Gas used by this transaction.
+    pub gas_used: U256,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

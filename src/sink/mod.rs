@@ -31,7 +31,7 @@ use write::{Param, Statement};
 pub use postgres::{PostgresSink, COMMIT_ATTEMPTS};
 pub use sqlite::SqliteSink;
 pub use timestamps::{Timestamps, META_BLOCK_TIMESTAMPS};
-pub use transactions::{TransactionRow, META_TRANSACTIONS};
+pub use transactions::{TransactionRow, Transactions, META_TRANSACTIONS};
 
 /// The unique key of every typed table, on both backends. `(block_hash, log_index)` identifies a log, and a
 /// hash names exactly one block, so this key admits exactly the same rows; but in block order a backfill
@@ -313,7 +313,7 @@ impl Sink {
     /// # Errors
     /// [`Error::Mismatch`] naming `--reindex` when it is wanted for a database holding logs indexed without
     /// it; [`Error::Query`].
-    pub async fn settle_transactions(&mut self, wanted: bool) -> Result<(), Error> {
+    pub async fn settle_transactions(&mut self, wanted: Transactions) -> Result<(), Error> {
         transactions::settle(self, wanted).await
     }
 

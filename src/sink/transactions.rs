@@ -16,6 +16,36 @@ use super::{hex, read, to_i64, Error, Sink};
 /// `meta` key of the database's choice: `on` or `off`.
 pub const META_TRANSACTIONS: &str = "transactions";
 
+/// Whether the `transactions` table is kept, and with which columns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Transactions {
+    /// Not kept (the default): nothing read, nothing written.
+    #[default]
+    Omitted,
+    /// Kept, from the blocks' transaction objects (`status` and `gas_used` NULL).
+    Stored,
+    /// Kept with `status` and `gas_used` from the receipts (`transaction_receipts = true`).
+    WithReceipts,
+}
+
+impl Transactions {
+    fn as_meta(self) -> &'static str {
+        match self {
+            Transactions::Omitted => "off",
+            Transactions::Stored => "on",
+            Transactions::WithReceipts => "receipts",
+        }
+    }
+
+    fn as_config(meta: &str) -> &'static str {
+        match meta {
+            "on" => "transactions = true",
+            "receipts" => "transactions = true and transaction_receipts = true",
+            _ => "transactions = false",
+        }
+    }
+}
+
 /// Rows per insert statement: 17 parameters each, far under both backends' bind limits.
 const ROWS_PER_STATEMENT: usize = 500;
 
@@ -140,27 +170,36 @@ pub(super) fn cleanup() -> Statement {
 }
 
 /// Decides what to do with a database that recorded `recorded` and holds log rows (`has_rows`) for a config
-/// that wants the table (`wanted`). Pure.
+/// that wants `wanted`; returns whether the choice must be recorded. Pure.
 ///
 /// # Errors
-/// [`Error::Mismatch`] naming `--reindex`, when the table is wanted for a database whose logs were indexed
-/// without it.
-pub(super) fn plan(recorded: Option<&str>, has_rows: bool, wanted: bool) -> Result<bool, Error> {
-    let was_on = recorded == Some("on");
-    if wanted && !was_on && has_rows {
-        return Err(Error::Mismatch(
-            "[sync] transactions = true, but the database holds logs indexed without it, whose transactions \
-             it does not have: set transactions = false, or re-index every contract (`logslice sync \
-             --reindex <contract> ...` naming each) or index into a new database"
-                .into(),
-        ));
+/// [`Error::Mismatch`] naming `--reindex`, when the table (or its receipt columns) is wanted for a database
+/// whose logs were indexed without it: rows would be missing or NULL for everything indexed before.
+pub(super) fn plan(
+    recorded: Option<&str>,
+    has_rows: bool,
+    wanted: Transactions,
+) -> Result<bool, Error> {
+    let recorded_or_off = recorded.unwrap_or("off");
+    let more_than_recorded = match wanted {
+        Transactions::Omitted => false,
+        Transactions::Stored => recorded_or_off == "off",
+        Transactions::WithReceipts => recorded_or_off != "receipts",
+    };
+    if more_than_recorded && has_rows {
+        return Err(Error::Mismatch(format!(
+            "the database holds logs indexed with [sync] {}, and the config now wants {}: the transactions \
+             of what was indexed before would be missing; set it back, or re-index every contract \
+             (`logslice sync --reindex <contract> ...` naming each) or index into a new database",
+            Transactions::as_config(recorded_or_off),
+            Transactions::as_config(wanted.as_meta()),
+        )));
     }
-    // Whether the choice must be recorded.
-    Ok(recorded != Some(if wanted { "on" } else { "off" }))
+    Ok(recorded != Some(wanted.as_meta()))
 }
 
 /// Brings `meta.transactions` in line with `wanted` (see [`plan`]).
-pub(super) async fn settle(sink: &mut Sink, wanted: bool) -> Result<(), Error> {
+pub(super) async fn settle(sink: &mut Sink, wanted: Transactions) -> Result<(), Error> {
     let has_rows = !sink
         .fetch(
             "looking for raw logs",
@@ -177,7 +216,7 @@ pub(super) async fn settle(sink: &mut Sink, wanted: bool) -> Result<(), Error> {
              ON CONFLICT (key) DO UPDATE SET value = excluded.value",
             vec![
                 Param::Text(META_TRANSACTIONS.into()),
-                Param::Text(if wanted { "on" } else { "off" }.into()),
+                Param::Text(wanted.as_meta().into()),
             ],
         )])
         .await?;
@@ -191,14 +230,21 @@ mod tests {
 
     #[test]
     fn switching_on_with_logs_is_refused_and_everything_else_recorded() {
-        let refused = plan(None, true, true).expect_err("no transactions for the old logs");
+        use Transactions::{Omitted, Stored, WithReceipts};
+        let refused = plan(None, true, Stored).expect_err("no transactions for the old logs");
         assert!(refused.to_string().contains("--reindex"), "{refused}");
-        assert!(plan(Some("off"), true, true).is_err());
-        assert_eq!(plan(None, false, true).ok(), Some(true));
-        assert_eq!(plan(Some("on"), true, true).ok(), Some(false));
-        assert_eq!(plan(Some("on"), true, false).ok(), Some(true));
-        assert_eq!(plan(None, true, false).ok(), Some(true));
-        assert_eq!(plan(Some("off"), true, false).ok(), Some(false));
+        assert!(plan(Some("off"), true, Stored).is_err());
+        assert!(
+            plan(Some("on"), true, WithReceipts).is_err(),
+            "NULL status for the old rows"
+        );
+        assert_eq!(plan(None, false, Stored).ok(), Some(true));
+        assert_eq!(plan(Some("on"), false, WithReceipts).ok(), Some(true));
+        assert_eq!(plan(Some("on"), true, Stored).ok(), Some(false));
+        assert_eq!(plan(Some("receipts"), true, Stored).ok(), Some(true));
+        assert_eq!(plan(Some("on"), true, Omitted).ok(), Some(true));
+        assert_eq!(plan(None, true, Omitted).ok(), Some(true));
+        assert_eq!(plan(Some("off"), true, Omitted).ok(), Some(false));
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! transaction that emitted a stored log, equal to the node's ground truth field by field (exact values above
 //! 2^64 and 2^128, NULL `to_address` for creations, NULL max fees for legacy transactions); full blocks read
 //! only for blocks with logs, none when off; a reorg replaces the rows of the orphaned blocks; switching it
-//! on for a database that holds logs is refused naming `--reindex`.
+//! on for a database that holds logs is refused naming `--reindex`; with `transaction_receipts = true` also
+//! `status` and `gas_used`, one receipt read per row.
 
 use std::collections::BTreeSet;
 
@@ -16,12 +17,20 @@ use crate::support::{self, all_contracts, assert_db_matches_truth, node_config, 
 const BLOCKS: u64 = 2_000;
 const TARGET: u64 = 1_500;
 
+/// Whether the rows carry their receipts' `status` and `gas_used`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Receipts {
+    With,
+    Without,
+}
+
 fn block_reads(node: &DevNode) -> u64 {
     node.stats().calls("eth_getBlockByNumber")
 }
 
-/// The `transactions` rows the database must hold up to `to`, as `|`-joined text, in key order.
-fn expected_rows(truth: &GroundTruth, to: u64) -> Vec<String> {
+/// The `transactions` rows the database must hold up to `to`, as `|`-joined text, in key order; `status`
+/// and `gas_used` from the receipts `With` them, NULL otherwise.
+fn expected_rows(truth: &GroundTruth, to: u64, receipts: Receipts) -> Vec<String> {
     let keys: BTreeSet<(u64, u64)> = support::expected_logs(truth, &all_contracts(), to)
         .iter()
         .map(|(log, _)| (log.block_number, log.transaction_index))
@@ -31,10 +40,20 @@ fn expected_rows(truth: &GroundTruth, to: u64) -> Vec<String> {
     let opt = |n: Option<u64>| n.map_or("NULL".to_owned(), |n| n.to_string());
     let mut rows = Vec::new();
     for number in blocks {
+        let block_receipts = truth.receipts(number);
         for tx in truth.transactions(number) {
             if !keys.contains(&(number, tx.transaction_index)) {
                 continue;
             }
+            let receipt = &block_receipts[tx.transaction_index as usize];
+            assert_eq!(receipt.transaction_hash, tx.hash);
+            let (status, gas_used) = match receipts {
+                Receipts::With => (
+                    u64::from(receipt.status).to_string(),
+                    receipt.gas_used.to_string(),
+                ),
+                Receipts::Without => ("NULL".to_owned(), "NULL".to_owned()),
+            };
             rows.push(
                 [
                     number.to_string(),
@@ -52,6 +71,8 @@ fn expected_rows(truth: &GroundTruth, to: u64) -> Vec<String> {
                     tx.nonce.to_string(),
                     tx.tx_type.to_string(),
                     hx(&tx.input),
+                    status,
+                    gas_used,
                 ]
                 .join("|"),
             );
@@ -78,6 +99,8 @@ async fn db_rows(work: &Workdir) -> Vec<String> {
         "nonce",
         "type",
         "input",
+        "status",
+        "gas_used",
     ];
     let select: Vec<String> = columns.iter().map(|c| text(c)).collect();
     let sql = format!(
@@ -93,8 +116,13 @@ async fn db_rows(work: &Workdir) -> Vec<String> {
 
 /// Asserts the table equals the ground truth row by row, and that the rows compared hold the shapes that
 /// matter (values above 2^64 and 2^128, a creation, a legacy transaction).
-async fn assert_transactions_match(work: &Workdir, truth: &GroundTruth, to: u64) {
-    let expected = expected_rows(truth, to);
+async fn assert_transactions_match(
+    work: &Workdir,
+    truth: &GroundTruth,
+    to: u64,
+    receipts: Receipts,
+) {
+    let expected = expected_rows(truth, to, receipts);
     let actual = db_rows(work).await;
     assert_eq!(actual.len(), expected.len());
     for (actual, expected) in actual.iter().zip(&expected) {
@@ -128,7 +156,7 @@ async fn transactions_equal_the_ground_truth_and_cost_one_read_per_block_with_lo
     )
     .await;
     assert_db_matches_truth(&on, &truth, &all_contracts(), TARGET).await;
-    assert_transactions_match(&on, &truth, TARGET).await;
+    assert_transactions_match(&on, &truth, TARGET, Receipts::Without).await;
     let blocks: BTreeSet<u64> = support::expected_logs(&truth, &all_contracts(), TARGET)
         .iter()
         .map(|(log, _)| log.block_number)
@@ -140,7 +168,7 @@ async fn transactions_equal_the_ground_truth_and_cost_one_read_per_block_with_lo
     );
     // The comparison covered what exactness and NULLs are about.
     let txs: Vec<_> = blocks.iter().flat_map(|n| truth.transactions(*n)).collect();
-    let rows = expected_rows(&truth, TARGET);
+    let rows = expected_rows(&truth, TARGET, Receipts::Without);
     let two_128 = U256::from(1u8) << 128;
     let in_rows = |pred: &dyn Fn(&logslice::devnode::TruthTransaction) -> bool| {
         txs.iter().any(|tx| {
@@ -153,6 +181,22 @@ async fn transactions_equal_the_ground_truth_and_cost_one_read_per_block_with_lo
     assert!(in_rows(&|tx| tx.value > two_128), "a value above 2^128");
     assert!(in_rows(&|tx| tx.to.is_none()), "a creation");
     assert!(in_rows(&|tx| tx.tx_type == 0), "a legacy transaction");
+
+    // With receipts: one receipt per row more, and status and gas_used equal to the receipts'.
+    let receipts_before = node.stats().calls("eth_getTransactionReceipt");
+    let (with, _) = synced(
+        &node,
+        backend,
+        "transactions = true\ntransaction_receipts = true",
+        Target::Number(TARGET),
+    )
+    .await;
+    assert_transactions_match(&with, &truth, TARGET, Receipts::With).await;
+    assert_eq!(
+        node.stats().calls("eth_getTransactionReceipt") - receipts_before,
+        rows.len() as u64,
+        "one receipt per row"
+    );
 }
 both_backends!(transactions_equal_the_ground_truth_and_cost_one_read_per_block_with_logs);
 
@@ -163,8 +207,9 @@ async fn a_reorg_replaces_the_transactions_of_orphaned_blocks(backend: Backend) 
     config.chain.density = 5.0;
     let node = support::start(config).await;
     let truth = node.truth();
-    let (work, _) = synced(&node, backend, "transactions = true", Target::Latest).await;
-    assert_transactions_match(&work, &truth, BLOCKS).await;
+    let sync_extra = "transactions = true\ntransaction_receipts = true";
+    let (work, _) = synced(&node, backend, sync_extra, Target::Latest).await;
+    assert_transactions_match(&work, &truth, BLOCKS, Receipts::With).await;
     let old: Vec<String> = db_rows(&work)
         .await
         .into_iter()
@@ -181,7 +226,7 @@ async fn a_reorg_replaces_the_transactions_of_orphaned_blocks(backend: Backend) 
         .await
         .expect("sync succeeds");
     assert_db_matches_truth(&work, &truth, &all_contracts(), head).await;
-    assert_transactions_match(&work, &truth, head).await;
+    assert_transactions_match(&work, &truth, head, Receipts::With).await;
     let now = db_rows(&work).await;
     assert!(
         old.iter().all(|row| !now.contains(row)),
@@ -190,8 +235,8 @@ async fn a_reorg_replaces_the_transactions_of_orphaned_blocks(backend: Backend) 
 }
 both_backends!(a_reorg_replaces_the_transactions_of_orphaned_blocks);
 
-/// Switching the table on for a database whose logs were indexed without it is refused naming `--reindex`;
-/// switching it off keeps the database usable.
+/// Switching the table (or its receipt columns) on for a database whose logs were indexed without it is
+/// refused naming `--reindex`; receipts without the table are a config error.
 async fn switching_transactions_on_for_a_database_with_logs_is_refused(backend: Backend) {
     let node = support::start(node_config(BLOCKS)).await;
     let (work, _) = synced(&node, backend, "", Target::Number(500)).await;
@@ -207,5 +252,22 @@ async fn switching_transactions_on_for_a_database_with_logs_is_refused(backend: 
     assert!(err.to_string().contains("--reindex"), "{err}");
     assert_eq!(logslice::exit::code(&err), 78);
     assert!(db_rows(&work).await.is_empty());
+    // Receipts on top of a table filled without them: its rows would have NULL status.
+    let (without, _) = synced(&node, backend, "transactions = true", Target::Number(500)).await;
+    let extra = "transactions = true\ntransaction_receipts = true";
+    let path = without.write_config(&node.http_url(), &all_contracts(), "", extra);
+    let err = support::sync(&path, Target::Number(600))
+        .await
+        .expect_err("refused");
+    assert!(err.to_string().contains("--reindex"), "{err}");
+    // And receipts without the table are a config error.
+    let path = work.write_config(
+        &node.http_url(),
+        &all_contracts(),
+        "",
+        "transaction_receipts = true",
+    );
+    let err = logslice::config::load(&path).expect_err("needs transactions");
+    assert!(err.to_string().contains("transactions = true"), "{err}");
 }
 both_backends!(switching_transactions_on_for_a_database_with_logs_is_refused);
