@@ -168,6 +168,12 @@ pub struct SyncConfig {
     /// `block_timestamps`, default true: `block_timestamp` (unix seconds) in `logs` and every typed table,
     /// from the logs' `blockTimestamp` or else from the headers of blocks with logs.
     pub block_timestamps: bool,
+    /// `transactions`, default false: the `transactions` table, one row per transaction that emitted an
+    /// indexed log, read from the blocks that have logs (`eth_getBlockByNumber(n, true)`).
+    pub transactions: bool,
+    /// `transaction_receipts`, default false (needs `transactions`): `status` and `gas_used` in
+    /// `transactions`, from each transaction's receipt.
+    pub transaction_receipts: bool,
 }
 
 /// One `[[contracts]]` entry.

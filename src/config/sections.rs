@@ -78,6 +78,8 @@ const SYNC_KEYS: &[&str] = &[
     "shutdown_grace",
     "strict",
     "block_timestamps",
+    "transactions",
+    "transaction_receipts",
 ];
 
 const URL_FIX: &str = "write sim://, https://host/path or wss://host/path";
@@ -335,6 +337,15 @@ pub(super) fn sync(reader: &mut Reader<'_>, table: &Table) -> SyncConfig {
         );
     }
     let max_reorg_depth = reader.int(table, S, "max_reorg_depth", DEFAULT_MAX_REORG_DEPTH, 1);
+    let transactions = reader.bool(table, S, "transactions", false);
+    let transaction_receipts = reader.bool(table, S, "transaction_receipts", false);
+    if transaction_receipts && !transactions {
+        reader.error(
+            "sync.transaction_receipts",
+            "true adds columns to the transactions table, which is off",
+            "set transactions = true too, or remove transaction_receipts",
+        );
+    }
     // Blocks between the window and a deeper finality would be neither final nor hash-tracked: a reorg
     // there would go unseen.
     if let Finality::Confirmations(confirmations) = finality {
@@ -374,6 +385,8 @@ pub(super) fn sync(reader: &mut Reader<'_>, table: &Table) -> SyncConfig {
         shutdown_grace: reader.duration(table, S, "shutdown_grace", DEFAULT_SHUTDOWN_GRACE),
         strict: reader.bool(table, S, "strict", false),
         block_timestamps: reader.bool(table, S, "block_timestamps", true),
+        transactions,
+        transaction_receipts,
     }
 }
 

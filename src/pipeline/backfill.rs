@@ -8,7 +8,7 @@ use tokio_util::task::AbortOnDropHandle;
 
 use crate::fetch::{self, Fetched};
 use crate::primitives::{BlockNumber, BlockRange};
-use crate::sink::{Batch, Timestamps};
+use crate::sink::{Batch, Timestamps, Transactions};
 
 use super::{enrich, joined, Error, SyncReport};
 
@@ -104,10 +104,17 @@ impl<'a> super::Ctx<'a> {
                         break Err(err);
                     }
                 }
-                let batch = match job.build_batch(fetched, &mut decode_report) {
+                let mut batch = match job.build_batch(fetched, &mut decode_report) {
                     Ok(batch) => batch,
                     Err(err) => break Err(err),
                 };
+                // The transactions of its logs are read while the previous batch commits.
+                if job.transactions != Transactions::Omitted {
+                    let filled = super::transactions::fill(&node, &mut batch, job.transactions);
+                    if let Err(err) = filled.await {
+                        break Err(err);
+                    }
+                }
                 place.send(batch);
             };
             (outcome, decode_report.undecodable)

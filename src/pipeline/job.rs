@@ -53,6 +53,8 @@ pub struct Job {
     pub(super) children: Arc<RwLock<Children>>,
     /// `[sync] block_timestamps`: whether logs are stamped before they are committed.
     pub(super) timestamps: sink::Timestamps,
+    /// `[sync] transactions`: batches carry the rows of `transactions` ([`super::transactions`]).
+    pub(super) transactions: sink::Transactions,
 }
 
 impl Job {
@@ -173,12 +175,18 @@ impl Job {
             } else {
                 sink::Timestamps::Omitted
             },
+            transactions: match (config.sync.transactions, config.sync.transaction_receipts) {
+                (false, _) => sink::Transactions::Omitted,
+                (true, false) => sink::Transactions::Stored,
+                (true, true) => sink::Transactions::WithReceipts,
+            },
         })
     }
 
     /// Creates the tables and moves every contract's next block past its checkpoint.
     pub(super) async fn prepare(&mut self, sink: &mut Sink) -> Result<(), sink::Error> {
         sink.settle_timestamps(self.timestamps).await?;
+        sink.settle_transactions(self.transactions).await?;
         sink.prepare(&self.tables, &self.specs).await?;
         self.reload(sink).await
     }

@@ -22,6 +22,7 @@ mod head;
 mod job;
 mod near_head;
 mod node;
+mod transactions;
 
 pub use bench_modes::{fetch_only, naive_sync, store_only};
 pub use job::Job;

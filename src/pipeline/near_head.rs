@@ -198,6 +198,15 @@ impl<'a> super::Ctx<'a> {
                 .collect();
             batch.forget_blocks_below = Some(last.saturating_sub(self.config.sync.max_reorg_depth));
             batch.removed = removed.take().unwrap_or_default();
+            if self.job.transactions != crate::sink::Transactions::Omitted {
+                match super::transactions::fill(&self.node, &mut batch, self.job.transactions).await
+                {
+                    Ok(()) => {}
+                    // The blocks moved since the headers were read: the step reads again.
+                    Err(Error::NotYet(why)) => return Ok(Step::Retry(why)),
+                    Err(err) => return Err(err),
+                }
+            }
             let committing = Instant::now();
             self.sink.commit(&batch).await.map_err(self.db_error())?;
             self.observer.committed(

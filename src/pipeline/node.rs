@@ -155,6 +155,108 @@ impl Node {
         Ok(headers)
     }
 
+    /// The blocks of `numbers` with their full transactions, in order (`None` where the node does not know
+    /// the block), batched as [`Node::headers`]: a batch of n calls costs n of the rate.
+    ///
+    /// # Errors
+    /// [`Error::Node`]; [`Error::Interrupted`].
+    pub(super) async fn blocks_with_transactions(
+        &self,
+        numbers: &[BlockNumber],
+    ) -> Result<Vec<Option<rpc::BlockTransactions>>, Error> {
+        // A block with its transactions is larger than a header: a tenth of the header batch keeps one
+        // answer of a busy chain's blocks well within the response limit.
+        self.batched(
+            "eth_getBlockByNumber",
+            numbers,
+            MAX_HEADERS_PER_BATCH / 10,
+            |batch: Vec<BlockNumber>| async move { self.client.blocks_with_transactions(&batch).await },
+            |n| self.client.block_with_transactions(BlockTag::Number(n)),
+        )
+        .await
+    }
+
+    /// The receipts of the transactions `hashes`, in order (`None` where the node has none), batched as
+    /// [`Node::headers`].
+    ///
+    /// # Errors
+    /// [`Error::Node`]; [`Error::Interrupted`].
+    pub(super) async fn receipts(
+        &self,
+        hashes: &[alloy_primitives::B256],
+    ) -> Result<Vec<Option<rpc::Receipt>>, Error> {
+        self.batched(
+            "eth_getTransactionReceipt",
+            hashes,
+            MAX_HEADERS_PER_BATCH,
+            |batch: Vec<alloy_primitives::B256>| async move { self.client.receipts(&batch).await },
+            |hash| self.client.receipt(hash),
+        )
+        .await
+    }
+
+    /// One call of `method` per item of `items`, in batches of at most a second's worth of the rate and
+    /// `max_per_batch` (`many`), or, from the first batch the node refuses as such, one request each
+    /// (`one`, `max_concurrency` at a time); answers in order.
+    async fn batched<I, T, Many, ManyFut, One, OneFut>(
+        &self,
+        method: &'static str,
+        items: &[I],
+        max_per_batch: usize,
+        many: Many,
+        one: One,
+    ) -> Result<Vec<T>, Error>
+    where
+        I: Copy,
+        Many: Fn(Vec<I>) -> ManyFut,
+        ManyFut: std::future::Future<Output = Result<Vec<T>, rpc::Error>>,
+        One: Fn(I) -> OneFut,
+        OneFut: std::future::Future<Output = Result<T, rpc::Error>>,
+    {
+        use std::sync::atomic::Ordering::Relaxed;
+        let mut answers = Vec::with_capacity(items.len());
+        let per_batch = self
+            .gate
+            .max_calls_per_request()
+            .clamp(1, max_per_batch.max(1));
+        let mut rest = items;
+        while !rest.is_empty() && self.batches.load(Relaxed) {
+            let (batch, after) = rest.split_at(per_batch.min(rest.len()));
+            match self
+                .gate
+                .run_calls(method, batch.len(), OnSplit::Retry, || many(batch.to_vec()))
+                .await
+            {
+                Ok(batch_answers) => {
+                    answers.extend(batch_answers);
+                    rest = after;
+                }
+                Err(fetch::Error::Fatal {
+                    source: source @ rpc::Error::BatchRefused { .. },
+                    ..
+                }) => {
+                    tracing::info!(cause = %source, method, "reading one by one from now on");
+                    self.batches.store(false, Relaxed);
+                }
+                Err(err) => return Err(self.error()(err)),
+            }
+        }
+        let per_round = self.gate.config().max_concurrency.max(1);
+        let one = &one;
+        for chunk in rest.chunks(per_round) {
+            let round = futures::future::join_all(
+                chunk
+                    .iter()
+                    .map(|&item| self.gate.run(method, OnSplit::Retry, move || one(item))),
+            )
+            .await;
+            for answer in round {
+                answers.push(answer.map_err(self.error())?);
+            }
+        }
+        Ok(answers)
+    }
+
     /// `eth_getLogs` of `selection` over `blocks` (a request per filter group), through the gate; a
     /// range-too-large answer comes back as [`fetch::Error::Split`] for the caller to narrow.
     ///

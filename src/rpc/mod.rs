@@ -8,6 +8,7 @@ mod error;
 mod frames;
 mod http;
 mod receipts;
+mod transactions;
 mod types;
 mod ws;
 
@@ -21,6 +22,7 @@ use serde_json::value::RawValue;
 pub use crate::primitives::Log;
 pub use error::{Class, Error, SplitReason};
 pub use receipts::{BlockTxHashes, Receipt};
+pub use transactions::{BlockTransactions, Transaction};
 pub use types::{parse_quantity, BlockTag, Blocks, Header, LogFilter, Quantity};
 
 use crate::config::SecretUrl;
@@ -170,11 +172,50 @@ impl Client {
     /// # Cancel safety
     /// Cancel safe, as [`Self::call`].
     pub async fn headers(&self, numbers: &[u64]) -> Result<Vec<Option<Header>>, Error> {
+        self.blocks_batch(numbers, false).await
+    }
+
+    /// `eth_getBlockByNumber(n, true)` for every block of `numbers` in one batch, as [`Self::headers`]: the
+    /// blocks with their full transactions.
+    ///
+    /// # Errors
+    /// As [`Self::headers`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe, as [`Self::call`].
+    pub async fn blocks_with_transactions(
+        &self,
+        numbers: &[u64],
+    ) -> Result<Vec<Option<BlockTransactions>>, Error> {
+        self.blocks_batch(numbers, true).await
+    }
+
+    /// `eth_getBlockByNumber(tag, true)`: the block with its full transactions, `None` when unknown.
+    ///
+    /// # Errors
+    /// Any [`Error`].
+    pub async fn block_with_transactions(
+        &self,
+        tag: BlockTag,
+    ) -> Result<Option<BlockTransactions>, Error> {
+        self.call(
+            "eth_getBlockByNumber",
+            serde_json::json!([tag.to_param(), true]),
+        )
+        .await
+    }
+
+    async fn blocks_batch<T: DeserializeOwned>(
+        &self,
+        numbers: &[u64],
+        full: bool,
+    ) -> Result<Vec<Option<T>>, Error> {
         let params = numbers
             .iter()
-            .map(|&number| serde_json::json!([BlockTag::Number(number).to_param(), false]))
+            .map(|&number| serde_json::json!([BlockTag::Number(number).to_param(), full]))
             .collect();
-        self.batch("eth_getBlockByNumber", params).await
+        self.batch::<Option<T>>("eth_getBlockByNumber", params)
+            .await
     }
 
     /// `method` once for each of `params`, in one JSON-RPC batch request, the results in the order asked.

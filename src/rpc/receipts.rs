@@ -2,7 +2,7 @@
 //! `eth_getBlockReceipts` or one `eth_getTransactionReceipt` per transaction (in batches). The wire shapes
 //! only; what to do with them is `fetch::receipts`'.
 
-use alloy_primitives::B256;
+use alloy_primitives::{B256, U256};
 use serde::Deserialize;
 
 use super::types::quantity;
@@ -22,7 +22,8 @@ pub struct BlockTxHashes {
     pub transactions: Vec<B256>,
 }
 
-/// The parts of a transaction receipt that reading a block's logs needs.
+/// A transaction receipt: what reading a block's logs from receipts needs, and what the `transactions`
+/// table keeps of it.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Receipt {
@@ -36,6 +37,11 @@ pub struct Receipt {
     /// Its number.
     #[serde(deserialize_with = "quantity")]
     pub block_number: BlockNumber,
+    /// 1 success, 0 failure; absent before Byzantium (a `root` instead).
+    #[serde(default)]
+    pub status: Option<U256>,
+    /// Gas used by this transaction.
+    pub gas_used: U256,
     /// The logs the transaction emitted, as `eth_getLogs` gives them.
     pub logs: Vec<Log>,
 }

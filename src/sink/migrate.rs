@@ -24,6 +24,11 @@ pub(super) const SQLITE: &[(i64, &str, &str)] = &[
         "factory children",
         include_str!("../../migrations/sqlite/0003_factory_children.sql"),
     ),
+    (
+        5,
+        "transactions",
+        include_str!("../../migrations/sqlite/0005_transactions.sql"),
+    ),
 ];
 
 /// `(version, description, sql)` of every Postgres migration, in order; numbered like [`SQLITE`].
@@ -42,6 +47,11 @@ pub(super) const POSTGRES: &[(i64, &str, &str)] = &[
         3,
         "factory children",
         include_str!("../../migrations/postgres/0003_factory_children.sql"),
+    ),
+    (
+        5,
+        "transactions",
+        include_str!("../../migrations/postgres/0005_transactions.sql"),
     ),
 ];
 

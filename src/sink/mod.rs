@@ -15,6 +15,7 @@ mod read;
 mod sqlite;
 mod sqlite_wal;
 mod timestamps;
+mod transactions;
 mod write;
 
 use std::collections::{BTreeMap, HashMap};
@@ -30,6 +31,7 @@ use write::{Param, Statement};
 pub use postgres::{PostgresSink, COMMIT_ATTEMPTS};
 pub use sqlite::SqliteSink;
 pub use timestamps::{Timestamps, META_BLOCK_TIMESTAMPS};
+pub use transactions::{TransactionRow, Transactions, META_TRANSACTIONS};
 
 /// The unique key of every typed table, on both backends. `(block_hash, log_index)` identifies a log, and a
 /// hash names exactly one block, so this key admits exactly the same rows; but in block order a backfill
@@ -166,6 +168,8 @@ pub struct Batch {
     pub removed: Vec<LogKey>,
     /// Factory children created in the batch's blocks (`factory_children`; kept if already recorded).
     pub children: Vec<ChildRow>,
+    /// Rows of `transactions` (`[sync] transactions = true`): the transactions of the batch's logs.
+    pub transactions: Vec<TransactionRow>,
 }
 
 /// A contract created by a factory, as `factory_children` records it.
@@ -304,6 +308,15 @@ impl Sink {
         timestamps::settle(self, wanted).await
     }
 
+    /// Records whether the `transactions` table is kept (`[sync] transactions`).
+    ///
+    /// # Errors
+    /// [`Error::Mismatch`] naming `--reindex` when it is wanted for a database holding logs indexed without
+    /// it; [`Error::Query`].
+    pub async fn settle_transactions(&mut self, wanted: Transactions) -> Result<(), Error> {
+        transactions::settle(self, wanted).await
+    }
+
     /// Whether batches carry `block_timestamp` ([`Sink::settle_timestamps`]).
     pub fn timestamps(&self) -> Timestamps {
         match self {
@@ -351,7 +364,18 @@ impl Sink {
     pub async fn commit(&mut self, batch: &Batch) -> Result<(), Error> {
         write::check(self.tables(), batch)?;
         write::check_timestamps(self.timestamps(), batch)?;
-        let bookkeeping = write::bookkeeping(self.tables(), batch);
+        let mut bookkeeping = write::bookkeeping(self.tables(), batch);
+        if !batch.transactions.is_empty() {
+            let numeric_cast = match self {
+                Sink::Sqlite(_) => "",
+                Sink::Postgres(_) => "::numeric",
+            };
+            bookkeeping.extend(transactions::inserts(&batch.transactions, numeric_cast));
+        }
+        if !batch.removed.is_empty() {
+            // A removed log may have been its transaction's last stored one.
+            bookkeeping.push(transactions::cleanup());
+        }
         match self {
             Sink::Sqlite(s) => s.commit(batch, &bookkeeping).await,
             Sink::Postgres(s) => s.commit(batch, &bookkeeping).await,

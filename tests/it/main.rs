@@ -19,3 +19,4 @@ mod sink_records;
 mod support;
 mod sync;
 mod timestamps;
+mod transactions;

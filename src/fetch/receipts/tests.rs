@@ -39,6 +39,8 @@ fn block_and_receipts() -> (BlockTxHashes, Vec<Receipt>) {
         transaction_index: tx,
         block_hash: block.hash,
         block_number: block.number,
+        status: Some(alloy_primitives::U256::from(1)),
+        gas_used: alloy_primitives::U256::from(21_000),
         logs,
     };
     let receipts = vec![
