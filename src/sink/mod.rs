@@ -336,8 +336,8 @@ impl Sink {
         read::checkpoints(self).await
     }
 
-    /// Commits a batch in one transaction: raw rows, typed rows, checkpoints. Idempotent on
-    /// `(block_hash, log_index)`. Postgres retries a batch whose connection was lost on a fresh one.
+    /// Commits a batch in one transaction: raw rows, typed rows, checkpoints. Idempotent: a log already
+    /// stored (the raw table's `(block_number, log_index)`, a typed table's key) is kept as it is. Postgres retries a batch whose connection was lost on a fresh one.
     ///
     /// # Errors
     /// [`Error::Query`]; [`Error::ConnectionLost`] when every attempt lost its connection;

@@ -158,10 +158,7 @@ impl PostgresSink {
             .connect_with(options)
             .await
             .map_err(open_error)?;
-        migrate::migrator(migrate::POSTGRES)
-            .await?
-            .run(&pool)
-            .await?;
+        migrate::run_postgres(&pool).await?;
         Ok(Self {
             pool,
             tables: Vec::new(),
@@ -378,7 +375,7 @@ fn inserts(
         inserts.push(Insert {
             doing: "inserting raw logs",
             sql: format!(
-                "{sql}) SELECT * FROM UNNEST({params}) ON CONFLICT (block_hash, log_index) DO NOTHING"
+                "{sql}) SELECT * FROM UNNEST({params}) ON CONFLICT (block_number, log_index) DO NOTHING"
             ),
             arrays,
         });
