@@ -8,7 +8,7 @@ use tokio_util::task::AbortOnDropHandle;
 
 use crate::fetch::{self, Fetched};
 use crate::primitives::{BlockNumber, BlockRange};
-use crate::sink::{Batch, Timestamps, Transactions};
+use crate::sink::{Batch, Encoded, Timestamps, Transactions};
 
 use super::{enrich, joined, Error, SyncReport};
 
@@ -55,12 +55,14 @@ impl<'a> super::Ctx<'a> {
                 (stamped_rx, Some(AbortOnDropHandle::new(stamping)))
             }
         };
+        // Batches are checked and encoded where they are decoded, so the writer only writes.
+        let encoder = self.sink.encoder();
         let (job, sink, db, observer) = (&self.job, &mut self.sink, &self.db, self.observer);
         // The next batch is decoded while this one commits: the commit's statements run on the database's
         // own thread (SQLite) or server (Postgres), so decoding and encoding here overlap them. Measured on
         // the default chain: decoding is about a tenth of the writer's time. One decoded batch waits at most,
         // and the next is gathered only once its place is free, so no more is held than before this stage.
-        let (decoded_tx, mut decoded_rx) = mpsc::channel::<Batch>(1);
+        let (decoded_tx, mut decoded_rx) = mpsc::channel::<(Batch, Encoded)>(1);
         let decoding = async move {
             let mut decode_report = SyncReport::default();
             let outcome = loop {
@@ -115,7 +117,16 @@ impl<'a> super::Ctx<'a> {
                         break Err(err);
                     }
                 }
-                place.send(batch);
+                let encoded = match encoder.encode(&batch) {
+                    Ok(encoded) => encoded,
+                    Err(source) => {
+                        break Err(Error::Database {
+                            database: db.clone(),
+                            source,
+                        })
+                    }
+                };
+                place.send((batch, encoded));
             };
             (outcome, decode_report.undecodable)
         };
@@ -126,9 +137,11 @@ impl<'a> super::Ctx<'a> {
                     _ = cancel.cancelled() => return Err(Error::Interrupted),
                     batch = decoded_rx.recv() => batch,
                 };
-                let Some(batch) = batch else { return Ok(()) };
+                let Some((batch, encoded)) = batch else {
+                    return Ok(());
+                };
                 let committing = Instant::now();
-                sink.commit(&batch)
+                sink.commit_encoded(&batch, &encoded)
                     .await
                     .map_err(|source| Error::Database {
                         database: db.clone(),
@@ -148,7 +161,7 @@ impl<'a> super::Ctx<'a> {
                     ms = committing.elapsed().as_millis() as u64,
                     "committed"
                 );
-                drop(batch);
+                drop((batch, encoded));
                 release_freed_memory();
             }
         };

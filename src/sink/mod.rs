@@ -9,6 +9,7 @@
 //! `postgres` hold only what differs: the dialect, the bulk inserts and connection handling.
 
 mod migrate;
+mod pg_copy;
 mod postgres;
 mod prepare;
 mod read;
@@ -349,8 +350,8 @@ impl Sink {
         read::checkpoints(self).await
     }
 
-    /// Commits a batch in one transaction: raw rows, typed rows, checkpoints. Idempotent on
-    /// `(block_hash, log_index)`. Postgres retries a batch whose connection was lost on a fresh one.
+    /// Commits a batch in one transaction: raw rows, typed rows, checkpoints. Idempotent: a log already
+    /// stored (the raw table's `(block_number, log_index)`, a typed table's key) is kept as it is. Postgres retries a batch whose connection was lost on a fresh one.
     ///
     /// # Errors
     /// [`Error::Query`]; [`Error::ConnectionLost`] when every attempt lost its connection;
@@ -362,23 +363,40 @@ impl Sink {
     /// # Cancel safety
     /// Cancel safe: a transaction dropped before its commit rolls back.
     pub async fn commit(&mut self, batch: &Batch) -> Result<(), Error> {
-        write::check(self.tables(), batch)?;
-        write::check_timestamps(self.timestamps(), batch)?;
-        let mut bookkeeping = write::bookkeeping(self.tables(), batch);
-        if !batch.transactions.is_empty() {
-            let numeric_cast = match self {
-                Sink::Sqlite(_) => "",
-                Sink::Postgres(_) => "::numeric",
-            };
-            bookkeeping.extend(transactions::inserts(&batch.transactions, numeric_cast));
+        let encoded = self.encoder().encode(batch)?;
+        self.commit_encoded(batch, &encoded).await
+    }
+
+    /// What encodes batches for this sink as it is now prepared ([`Sink::prepare`],
+    /// [`Sink::settle_timestamps`]), so that a stage before the writer can do it.
+    pub fn encoder(&self) -> Encoder {
+        Encoder {
+            backend: match self {
+                Sink::Sqlite(_) => EncoderBackend::Sqlite,
+                Sink::Postgres(_) => EncoderBackend::Postgres,
+            },
+            tables: self.tables().to_vec(),
+            timestamps: self.timestamps(),
         }
-        if !batch.removed.is_empty() {
-            // A removed log may have been its transaction's last stored one.
-            bookkeeping.push(transactions::cleanup());
-        }
-        match self {
-            Sink::Sqlite(s) => s.commit(batch, &bookkeeping).await,
-            Sink::Postgres(s) => s.commit(batch, &bookkeeping).await,
+    }
+
+    /// [`Sink::commit`] of a batch already encoded by this sink's [`Sink::encoder`]: the writer only
+    /// writes.
+    ///
+    /// # Errors
+    /// As [`Sink::commit`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe: a transaction dropped before its commit rolls back.
+    pub async fn commit_encoded(&mut self, batch: &Batch, encoded: &Encoded) -> Result<(), Error> {
+        match (self, &encoded.rows) {
+            (Sink::Sqlite(s), EncodedRows::Sqlite) => s.commit(batch, &encoded.bookkeeping).await,
+            (Sink::Postgres(s), EncodedRows::Postgres(copy)) => {
+                s.commit(batch, copy, &encoded.bookkeeping).await
+            }
+            _ => Err(Error::Malformed(
+                "a batch encoded for another backend (a bug in logslice)".into(),
+            )),
         }
     }
 
@@ -504,6 +522,66 @@ impl Sink {
             Sink::Postgres(s) => s.transaction(statements).await,
         }
     }
+}
+
+/// Encodes batches for one sink ([`Sink::encoder`]): checks them, and builds their statements and rows in
+/// the form the backend writes (Postgres: binary COPY buffers). Pure and `Send`, so it runs off the writer.
+#[derive(Debug, Clone)]
+pub struct Encoder {
+    backend: EncoderBackend,
+    tables: Vec<TableSpec>,
+    timestamps: Timestamps,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum EncoderBackend {
+    Sqlite,
+    Postgres,
+}
+
+impl Encoder {
+    /// Checks `batch` and encodes it for [`Sink::commit_encoded`].
+    ///
+    /// # Errors
+    /// [`Error::Malformed`] when a typed row does not fit the prepared tables; [`Error::Invalid`] when a
+    /// number does not fit its column.
+    pub fn encode(&self, batch: &Batch) -> Result<Encoded, Error> {
+        write::check(&self.tables, batch)?;
+        write::check_timestamps(self.timestamps, batch)?;
+        let rows = match self.backend {
+            // SQLite's statements bind the batch's values as they run (not moved off the writer yet).
+            EncoderBackend::Sqlite => EncodedRows::Sqlite,
+            EncoderBackend::Postgres => {
+                EncodedRows::Postgres(pg_copy::encode(&self.tables, self.timestamps, batch)?)
+            }
+        };
+        let mut bookkeeping = write::bookkeeping(&self.tables, batch);
+        if !batch.transactions.is_empty() {
+            let numeric_cast = match self.backend {
+                EncoderBackend::Sqlite => "",
+                EncoderBackend::Postgres => "::numeric",
+            };
+            bookkeeping.extend(transactions::inserts(&batch.transactions, numeric_cast));
+        }
+        if !batch.removed.is_empty() {
+            // A removed log may have been its transaction's last stored one.
+            bookkeeping.push(transactions::cleanup());
+        }
+        Ok(Encoded { rows, bookkeeping })
+    }
+}
+
+/// A checked batch in the form its sink writes it ([`Encoder::encode`]).
+#[derive(Debug)]
+pub struct Encoded {
+    rows: EncodedRows,
+    bookkeeping: Vec<Statement>,
+}
+
+#[derive(Debug)]
+enum EncodedRows {
+    Sqlite,
+    Postgres(pg_copy::CopyBatch),
 }
 
 /// Rows of [`Sink::fetch`]: each a column list, `None` for NULL.

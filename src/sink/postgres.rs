@@ -1,19 +1,22 @@
 //! The Postgres backend: a small pool whose connections all have `search_path` set to `database.schema`
-//! (so every statement is unqualified and the same as SQLite's, modulo `$n` placeholders), and one
-//! `INSERT ... SELECT * FROM UNNEST($1::bigint[], ...) ON CONFLICT DO NOTHING` per table per batch.
+//! (so every statement is unqualified and the same as SQLite's, modulo `$n` placeholders); a batch's rows
+//! are streamed with binary `COPY` ([`super::pg_copy`]) when its blocks hold none yet, and inserted with
+//! `INSERT ... SELECT * FROM UNNEST($1::bigint[], ...) ON CONFLICT DO NOTHING` otherwise.
 //!
 //! # Choices
 //!
-//! - **Insert method.** UNNEST arrays: one statement per table however large the batch (no chunking under the
-//!   65,535-bind limit), one prepared statement per table reused by every batch, no staging table. Measured
-//!   (release, 1,000,000 raw logs in 5,000-log batches, 2 cores at load average 2.5-3.8, 6 runs): UNNEST
-//!   72k-109k rows/s; COPY into a temp staging table then `INSERT ... SELECT ... ON CONFLICT DO NOTHING`
-//!   79k-117k (text) and 99k-128k (binary, 3 runs): within the noise of each other. The binary COPY itself took under 20% of its run: the conflict-checked insert into the
-//!   indexed table dominates every method, so COPY's small gain did not pay for a hand-written binary
-//!   encoder and a temp table per batch. See `docs/BENCHMARKS.md`.
+//! - **Insert method.** Binary COPY straight into the tables, in the batch's transaction, for a batch
+//!   whose blocks no table holds rows of (every backfill batch); the UNNEST insert for the rest, since COPY
+//!   cannot skip a row that is there. Measured before `logs` was keyed by `(block_number, log_index)`
+//!   (release, 1,000,000 raw logs in 5,000-log batches, 2 cores at load average 2.5-3.8): UNNEST 72k-109k
+//!   rows/s; COPY into a staging table then a conflict-checked `INSERT ... SELECT` 79k-117k (text) and
+//!   99k-128k (binary): then the unique key on the random `(block_hash, log_index)` dominated every method.
+//!   With the block-ordered key the insert into the table is cheap, and a staging table would copy every
+//!   row twice; see `docs/BENCHMARKS.md` for the figures since.
 //! - **Hex as TEXT** (`0x` + lowercase hex), not BYTEA: byte-identical to SQLite, so queries port unchanged.
-//! - **Integers** of every width are `NUMERIC(78,0)` (`interface.md`: exact), bound as decimal text and cast
-//!   in SQL (`$n::text[]::numeric[]`): no `bigdecimal` dependency, no precision loss.
+//! - **Integers** of every width are `NUMERIC(78,0)` (`interface.md`: exact): written in `numeric`'s binary
+//!   form by COPY, bound as decimal text and cast in SQL (`$n::text[]::numeric[]`) by UNNEST; no
+//!   `bigdecimal` dependency, no precision loss.
 //! - **JSON** (arrays and tuples) is `JSONB`: queryable with `->`/`@>` and indexable. Postgres normalises its
 //!   text form (`["1", "2"]`, a space after each comma); the value is the same JSON as SQLite's TEXT.
 //! - **NUL bytes.** Postgres TEXT and JSONB cannot hold U+0000, and a `string` parameter may contain it. The
@@ -39,6 +42,7 @@ use crate::config::SecretUrl;
 use crate::decode::{ColumnKind, Value};
 use crate::primitives::Log;
 
+use super::pg_copy::CopyBatch;
 use super::prepare::Dialect;
 use super::write::{Param, Statement};
 use super::{
@@ -158,10 +162,7 @@ impl PostgresSink {
             .connect_with(options)
             .await
             .map_err(open_error)?;
-        migrate::migrator(migrate::POSTGRES)
-            .await?
-            .run(&pool)
-            .await?;
+        migrate::run_postgres(&pool).await?;
         Ok(Self {
             pool,
             tables: Vec::new(),
@@ -220,18 +221,18 @@ impl PostgresSink {
         Ok(affected)
     }
 
-    /// Commits a checked batch: its inserts, then `bookkeeping`, in one transaction, retried on a fresh
+    /// Commits a checked batch: its rows, then `bookkeeping`, in one transaction, retried on a fresh
     /// connection when the connection is lost.
     pub(super) async fn commit(
         &mut self,
         batch: &Batch,
+        copy: &CopyBatch,
         bookkeeping: &[Statement],
     ) -> Result<(), Error> {
-        // Built once, bound again on every attempt.
-        let inserts = inserts(&self.tables, self.timestamps, batch)?;
+        // Encoded once (`super::Encoder`), sent again on every attempt.
         let mut attempt = 1;
         loop {
-            let (doing, source) = match self.try_commit(&inserts, bookkeeping).await {
+            let (doing, source) = match self.try_commit(batch, copy, bookkeeping).await {
                 Ok(()) => return Ok(()),
                 Err((doing, source)) if !is_connection_lost(&source) => {
                     return Err(Error::Query { doing, source })
@@ -259,10 +260,16 @@ impl PostgresSink {
         }
     }
 
-    /// One attempt: the whole batch in one transaction, or nothing.
+    /// One attempt: the whole batch in one transaction, or nothing. When no table it writes holds a row in
+    /// the batch's blocks (a backfill's batch: always, but after a crash or for a contract joining below
+    /// another's checkpoint), its rows are streamed with binary COPY, which has no conflict handling;
+    /// otherwise the conflict-checked UNNEST inserts keep what is there (a replay of a committed batch, or
+    /// a retry after a connection lost during a `COMMIT` that landed). One writer per schema, so nothing
+    /// else adds rows between the check and the COPY.
     async fn try_commit(
         &self,
-        inserts: &[Insert],
+        batch: &Batch,
+        copy: &CopyBatch,
         bookkeeping: &[Statement],
     ) -> Result<(), (&'static str, sqlx::Error)> {
         let mut tx = self
@@ -270,21 +277,42 @@ impl PostgresSink {
             .begin()
             .await
             .map_err(|e| ("starting a transaction", e))?;
-        for insert in inserts {
-            let mut query = sqlx::query::<Postgres>(&insert.sql);
-            for array in &insert.arrays {
-                query = match array {
-                    Array::BigInt(v) => query.bind(v.as_slice()),
-                    Array::Text(v) => query.bind(v.as_slice()),
-                    Array::OptText(v) => query.bind(v.as_slice()),
-                    Array::Bool(v) => query.bind(v.as_slice()),
-                    Array::Bytea(v) => query.bind(v.as_slice()),
-                };
-            }
-            query
-                .execute(&mut *tx)
+        if let Some((low, high)) = copy.span {
+            let exists: Vec<String> = copy
+                .copies
+                .iter()
+                .map(|c| {
+                    format!(
+                        "EXISTS (SELECT 1 FROM {} WHERE block_number BETWEEN $1 AND $2)",
+                        c.table
+                    )
+                })
+                .collect();
+            let occupied: bool = sqlx::query_scalar(&format!("SELECT {}", exists.join(" OR ")))
+                .bind(low)
+                .bind(high)
+                .fetch_one(&mut *tx)
                 .await
-                .map_err(|e| (insert.doing, e))?;
+                .map_err(|e| ("looking for rows in the batch's blocks", e))?;
+            if occupied {
+                let inserts = inserts(&self.tables, self.timestamps, batch)
+                    .expect("the batch was encoded for COPY, so every value fits its column");
+                for insert in &inserts {
+                    insert_unnest(&mut tx, insert).await?;
+                }
+            } else {
+                for copy in &copy.copies {
+                    let mut copy_in = tx
+                        .copy_in_raw(&copy.sql)
+                        .await
+                        .map_err(|e| (copy.doing, e))?;
+                    copy_in
+                        .send(copy.data.as_slice())
+                        .await
+                        .map_err(|e| (copy.doing, e))?;
+                    copy_in.finish().await.map_err(|e| (copy.doing, e))?;
+                }
+            }
         }
         for statement in bookkeeping {
             bind(sqlx::query(&statement.sql), &statement.params)
@@ -298,6 +326,28 @@ impl PostgresSink {
     pub(super) async fn close(self) {
         self.pool.close().await;
     }
+}
+
+/// Runs one UNNEST insert in the batch's transaction.
+async fn insert_unnest(
+    tx: &mut sqlx::Transaction<'_, Postgres>,
+    insert: &Insert,
+) -> Result<(), (&'static str, sqlx::Error)> {
+    let mut query = sqlx::query::<Postgres>(&insert.sql);
+    for array in &insert.arrays {
+        query = match array {
+            Array::BigInt(v) => query.bind(v.as_slice()),
+            Array::Text(v) => query.bind(v.as_slice()),
+            Array::OptText(v) => query.bind(v.as_slice()),
+            Array::Bool(v) => query.bind(v.as_slice()),
+            Array::Bytea(v) => query.bind(v.as_slice()),
+        };
+    }
+    query
+        .execute(&mut **tx)
+        .await
+        .map(drop)
+        .map_err(|e| (insert.doing, e))
 }
 
 /// One `INSERT ... SELECT * FROM UNNEST(...)` with its column arrays.
@@ -378,7 +428,7 @@ fn inserts(
         inserts.push(Insert {
             doing: "inserting raw logs",
             sql: format!(
-                "{sql}) SELECT * FROM UNNEST({params}) ON CONFLICT (block_hash, log_index) DO NOTHING"
+                "{sql}) SELECT * FROM UNNEST({params}) ON CONFLICT (block_number, log_index) DO NOTHING"
             ),
             arrays,
         });
@@ -528,7 +578,7 @@ fn key_name(table: &str) -> String {
 }
 
 /// Postgres TEXT cannot hold NUL: each becomes U+FFFD.
-fn without_nul(text: &str) -> Cow<'_, str> {
+pub(super) fn without_nul(text: &str) -> Cow<'_, str> {
     if text.contains('\0') {
         Cow::Owned(text.replace('\0', "\u{FFFD}"))
     } else {
@@ -538,7 +588,7 @@ fn without_nul(text: &str) -> Cow<'_, str> {
 
 /// JSONB rejects `\u0000` in strings: each NUL in a string of `json` becomes U+FFFD. `None` when `json` is
 /// not JSON.
-fn json_without_nul(json: &str) -> Option<String> {
+pub(super) fn json_without_nul(json: &str) -> Option<String> {
     // A NUL can only appear escaped in JSON text; without the escape there is nothing to parse.
     if !json.contains("\\u0000") {
         return Some(json.to_owned());

@@ -105,7 +105,7 @@ impl SqliteSink {
                 location: location.clone(),
                 source,
             })?;
-        migrate::migrator(migrate::SQLITE).await?.run(&pool).await?;
+        migrate::run_sqlite(&pool).await?;
         let checkpointer = if in_memory {
             None
         } else {
@@ -200,7 +200,9 @@ impl SqliteSink {
                     row.push_bind(log.block_timestamp.map(to_i64));
                 }
             });
-            insert.push(" ON CONFLICT (block_hash, log_index) DO NOTHING");
+            // interface.md: the database holds only canonical logs, so `(block_number, log_index)` is a
+            // log's identity (rows of an orphaned block are deleted before its replacement is written).
+            insert.push(" ON CONFLICT (block_number, log_index) DO NOTHING");
             execute(&mut tx, insert, "inserting raw logs").await?;
         }
         for (table_idx, table) in self.tables.iter().enumerate() {

@@ -301,6 +301,35 @@ async fn committing_the_same_batch_twice_keeps_one_copy_in_sqlite() {
     commits_the_same_batch_twice_once(Backend::Sqlite).await;
 }
 
+/// Goal: a batch whose first blocks are committed already (a contract joining below another's checkpoint, a
+/// range fetched again after a crash) keeps the rows there and adds the rest. On Postgres such a batch takes
+/// the conflict-checked insert, not COPY, which cannot skip a row.
+async fn adds_what_an_overlapping_batch_brings(backend: Backend) {
+    let mut db = prepared(backend).await;
+    db.sink
+        .commit(&batch(100..=101))
+        .await
+        .expect("first commit");
+    db.sink
+        .commit(&batch(101..=103))
+        .await
+        .expect("overlapping commit");
+    let expected: Vec<RawRow> = batch(100..=103).logs.iter().map(raw_row).collect();
+    assert_eq!(db.raw_logs().await, expected);
+    assert_eq!(db.count("demo_everything").await, 12);
+    db.sink.close().await;
+}
+
+#[tokio::test]
+async fn an_overlapping_batch_adds_only_its_new_rows_in_postgres() {
+    adds_what_an_overlapping_batch_brings(Backend::Postgres).await;
+}
+
+#[tokio::test]
+async fn an_overlapping_batch_adds_only_its_new_rows_in_sqlite() {
+    adds_what_an_overlapping_batch_brings(Backend::Sqlite).await;
+}
+
 /// Which unique key the typed table has.
 #[derive(Debug, Clone, Copy)]
 enum TypedKey {

@@ -1,0 +1,145 @@
+//! A database created by an earlier version is migrated in place: migration 0004 keys `logs` by
+//! `(block_number, log_index)`, and the rows synced before it stay, exactly, beside those synced after.
+//!
+//! Method: sync part of the chain, then put the database back into the layout migrations 0001-0003 left
+//! (the raw table unique on `(block_hash, log_index)` with a `block_number` index, and 0004 not recorded as
+//! applied), with its rows. The next sync opens it, migrates it and goes on; the database must then equal the
+//! ground truth log by log, in the new layout.
+
+use logslice::pipeline::Target;
+
+use crate::both_backends;
+use crate::support::{
+    self, all_contracts, assert_db_matches_truth, node_config, query_texts, Backend, Workdir,
+};
+
+/// Statements that turn a database of this version back into the layout of the version before migration
+/// 0004 (`migrations/*/0001..0003`), keeping its rows.
+fn to_earlier_layout(backend: Backend, with_timestamps: bool) -> Vec<String> {
+    let timestamp_column = if with_timestamps {
+        ",\n    block_timestamp INTEGER"
+    } else {
+        ""
+    };
+    match backend {
+        Backend::Sqlite => vec![
+            format!(
+                "CREATE TABLE logs_earlier (
+    block_number      INTEGER NOT NULL,
+    block_hash        TEXT    NOT NULL,
+    transaction_hash  TEXT    NOT NULL,
+    transaction_index INTEGER NOT NULL,
+    log_index         INTEGER NOT NULL,
+    address           TEXT    NOT NULL,
+    topic0            TEXT,
+    topic1            TEXT,
+    topic2            TEXT,
+    topic3            TEXT,
+    data              TEXT    NOT NULL{timestamp_column},
+    UNIQUE (block_hash, log_index)
+)"
+            ),
+            // In the order a sync of the earlier version wrote them: by block.
+            "INSERT INTO logs_earlier SELECT * FROM logs ORDER BY block_number, log_index".into(),
+            "DROP TABLE logs".into(),
+            "ALTER TABLE logs_earlier RENAME TO logs".into(),
+            "CREATE INDEX logs_address_topic0_block_number ON logs (address, topic0, block_number)"
+                .into(),
+            "CREATE INDEX logs_block_number ON logs (block_number)".into(),
+            "DELETE FROM _sqlx_migrations WHERE version = 4".into(),
+        ],
+        Backend::Postgres => vec![
+            "ALTER TABLE logs DROP CONSTRAINT logs_pkey".into(),
+            "ALTER TABLE logs ADD UNIQUE (block_hash, log_index)".into(),
+            "CREATE INDEX logs_block_number ON logs (block_number)".into(),
+            "DELETE FROM _sqlx_migrations WHERE version = 4".into(),
+        ],
+    }
+}
+
+/// The raw table's keys and indexes, as the catalog spells them.
+async fn layout(work: &Workdir, backend: Backend) -> String {
+    let sql = match backend {
+        Backend::Sqlite => {
+            "SELECT coalesce(sql, name) FROM sqlite_master WHERE tbl_name = 'logs' ORDER BY name"
+        }
+        Backend::Postgres => {
+            "SELECT indexdef FROM pg_indexes WHERE schemaname = current_schema() \
+             AND tablename = 'logs' ORDER BY indexname"
+        }
+    };
+    query_texts(work, sql)
+        .await
+        .into_iter()
+        .map(|row| row.join(" "))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+async fn migrates_an_earlier_database_in_place(backend: Backend, with_timestamps: bool) {
+    let node = support::start(node_config(20_000)).await;
+    let truth = node.truth();
+    let work = Workdir::with(backend).await;
+    let sync_extra = if with_timestamps {
+        ""
+    } else {
+        "block_timestamps = false"
+    };
+    let config = work.write_config(&node.http_url(), &all_contracts(), "", sync_extra);
+    support::sync(&config, Target::Number(12_000))
+        .await
+        .expect("first sync");
+    let before = support::row_count(&work, "logs").await.expect("logs");
+    assert!(before > 1_000, "{before} logs synced before the migration");
+    for statement in to_earlier_layout(backend, with_timestamps) {
+        support::execute(&work, &statement).await;
+    }
+    let earlier = layout(&work, backend).await;
+    assert!(
+        earlier.contains("block_hash, log_index") && earlier.contains("logs_block_number"),
+        "the earlier layout is staged: {earlier}"
+    );
+
+    support::sync(&config, Target::Number(19_000))
+        .await
+        .expect("sync after the upgrade");
+    let migrated = layout(&work, backend).await;
+    assert!(
+        !migrated.contains("block_hash, log_index") && !migrated.contains("logs_block_number"),
+        "the earlier keys are gone: {migrated}"
+    );
+    match backend {
+        Backend::Sqlite => assert!(
+            migrated.contains("PRIMARY KEY (block_number, log_index)")
+                && migrated.contains("WITHOUT ROWID"),
+            "{migrated}"
+        ),
+        Backend::Postgres => assert!(
+            migrated.contains("UNIQUE INDEX logs_pkey ON")
+                && migrated.contains("(block_number, log_index)"),
+            "{migrated}"
+        ),
+    }
+    assert!(
+        migrated.contains("logs_address_topic0_block_number"),
+        "{migrated}"
+    );
+    let columns = support::columns(&work, "logs").await;
+    assert_eq!(
+        columns.iter().any(|c| c == "block_timestamp"),
+        with_timestamps,
+        "{columns:?}"
+    );
+    let n = assert_db_matches_truth(&work, &truth, &all_contracts(), 19_000).await;
+    assert!(n as i64 > before, "compared {n} logs, {before} from before");
+}
+
+async fn migrates_a_database_with_timestamps(backend: Backend) {
+    migrates_an_earlier_database_in_place(backend, true).await;
+}
+both_backends!(migrates_a_database_with_timestamps);
+
+async fn migrates_a_database_without_timestamps(backend: Backend) {
+    migrates_an_earlier_database_in_place(backend, false).await;
+}
+both_backends!(migrates_a_database_without_timestamps);
