@@ -114,6 +114,7 @@ impl DevNode {
                 cfg,
                 chain,
                 stats: Arc::default(),
+                receipts_reorged: Default::default(),
             },
             seq: AtomicU64::new(0),
             shutdown: shutdown.clone(),

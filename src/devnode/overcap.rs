@@ -27,6 +27,7 @@ pub const OVERCAP_OPTION_NAMES: &[&str] = &[
     "overcap_blocks",
     "overcap_run",
     "overcap_logs",
+    "overcap_reorg",
 ];
 
 /// Which blocks have one contract over the cap. Empty (the default) leaves the chain byte for byte as it was.
@@ -38,6 +39,9 @@ pub struct OvercapConfig {
     pub run: Option<(u64, u64)>,
     /// Logs of [`TOKEN_A`]'s `Transfer` added to each of them.
     pub logs: u64,
+    /// A fault (`overcap_reorg=N`): the first `eth_getBlockReceipts` of block N finds the chain reorganised
+    /// from N up, as when a block changes while its receipts are being read.
+    pub reorg_on_receipts: Option<u64>,
 }
 
 impl Default for OvercapConfig {
@@ -46,6 +50,7 @@ impl Default for OvercapConfig {
             blocks: Vec::new(),
             run: None,
             logs: DEFAULT_OVERCAP_LOGS,
+            reorg_on_receipts: None,
         }
     }
 }
@@ -59,6 +64,7 @@ impl OvercapConfig {
             blocks: (1..=10).map(|k| k * step - step / 3).collect(),
             run: Some((n_blocks / 2 + step / 2, 5)),
             logs: DEFAULT_OVERCAP_LOGS,
+            reorg_on_receipts: None,
         }
     }
 
@@ -116,6 +122,7 @@ impl OvercapConfig {
                 self.run = Some((number(first)?, number(count)?)).filter(|(_, count)| *count > 0);
             }
             "overcap_logs" => self.logs = number(value)?,
+            "overcap_reorg" => self.reorg_on_receipts = Some(number(value)?),
             other => return Err(format!("unknown over-cap option {other:?}")),
         }
         Ok(())

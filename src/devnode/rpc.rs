@@ -88,6 +88,8 @@ pub(crate) struct Service {
     pub(crate) cfg: DevNodeConfig,
     pub(crate) chain: Arc<Chain>,
     pub(crate) stats: Arc<Stats>,
+    /// Whether the `overcap_reorg` fault fired.
+    pub(crate) receipts_reorged: std::sync::atomic::AtomicBool,
 }
 
 /// Why `eth_getLogs` stopped scanning.
@@ -209,6 +211,7 @@ impl Service {
                 return;
             }
         };
+        self.reorg_before_receipts(method, params);
         // The result is written in place; on error, the partial result is cut off again.
         let start = out.len();
         out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
@@ -223,6 +226,31 @@ impl Service {
                 out.truncate(start);
                 self.stats.call(Some(method), Err(error.code));
                 write_error(out, &id, &error);
+            }
+        }
+    }
+
+    /// The `overcap_reorg=N` fault: the first `eth_getBlockReceipts` of block N (by number) reorganises the
+    /// chain from N up before it is answered, so the receipts are of another block than the one whose
+    /// transactions were just read.
+    fn reorg_before_receipts(&self, method: &str, params: &[Value]) {
+        let Some(target) = self.cfg.chain.overcap.reorg_on_receipts else {
+            return;
+        };
+        let asks = method == "eth_getBlockReceipts"
+            && params
+                .first()
+                .and_then(Value::as_str)
+                .and_then(|text| crate::rpc::parse_quantity(text).ok())
+                == Some(target);
+        if asks
+            && !self
+                .receipts_reorged
+                .swap(true, std::sync::atomic::Ordering::SeqCst)
+        {
+            let head = self.chain.head();
+            if head >= target {
+                self.chain.reorg(head - target + 1);
             }
         }
     }

@@ -164,3 +164,34 @@ async fn over_cap_blocks_at_the_head_under_run(backend: Backend) {
     );
 }
 both_backends!(over_cap_blocks_at_the_head_under_run);
+
+/// Goal: a block that changes while its receipts are being read is read again, and nothing of the old block
+/// is committed. Method: an over-cap block above finality whose first `eth_getBlockReceipts` finds the chain
+/// reorganised from that block up (the devnode's `overcap_reorg` fault): the receipts no longer match the
+/// block's transactions just read, so the block is read again; the database ends equal to the new chain.
+async fn a_block_reorganised_while_its_receipts_are_read_is_read_again(backend: Backend) {
+    let mut config = overcap_chain(2_000, &[1_990], None, true);
+    config.chain.overcap.reorg_on_receipts = Some(1_990);
+    let node = support::start(config).await;
+    let truth = node.truth();
+    let before = truth.block(1_990).expect("block 1990").hash;
+    let work = Workdir::with(backend).await;
+    let path = work.write_config(&node.http_url(), &all_contracts(), "", "");
+    let report = support::sync(&path, Target::Number(2_000))
+        .await
+        .expect("sync");
+    assert_ne!(
+        truth.block(1_990).expect("block 1990").hash,
+        before,
+        "the fault fired"
+    );
+    assert!(report.receipt_blocks >= 1);
+    assert_db_matches_truth(&work, &truth, &all_contracts(), 2_000).await;
+    let orphaned = support::query_texts(
+        &work,
+        &format!("SELECT CAST(count(*) AS TEXT) FROM logs WHERE block_hash = '{before:#x}'"),
+    )
+    .await;
+    assert_eq!(orphaned, vec![vec!["0".to_string()]]);
+}
+both_backends!(a_block_reorganised_while_its_receipts_are_read_is_read_again);
