@@ -97,6 +97,13 @@ pub struct BenchArgs {
     /// Also sync with `block_timestamps = false`, and print what the timestamps cost.
     #[arg(long)]
     pub timestamps_cost: bool,
+    /// Add the `transactions` table (`[sync] transactions = true`) in every phase that reads the node
+    /// (store-only reads none: its table stays empty).
+    #[arg(long)]
+    pub transactions: bool,
+    /// With --transactions: also `transaction_receipts = true` (a receipt read per row).
+    #[arg(long, requires = "transactions")]
+    pub transaction_receipts: bool,
 }
 
 /// Why a benchmark failed.
@@ -365,6 +372,8 @@ fn load_config(
     let mut config = config::load_str(&path, &text, &|k| std::env::var(k).ok())
         .map_err(|e| Error::Setup(e.to_string()))?;
     config.sync.block_timestamps = !args.no_timestamps;
+    config.sync.transactions = args.transactions;
+    config.sync.transaction_receipts = args.transaction_receipts;
     Ok(config)
 }
 
@@ -476,7 +485,7 @@ fn render(args: &BenchArgs, phases: &[Phase], lower_bound: Option<u64>, blocks: 
     };
     let _ = writeln!(
         out,
-        "logslice bench: {blocks} blocks, {logs} logs (preset {:?}, seed {}, density {}), latency {latency}, max_concurrency {}, database {}, block timestamps {}",
+        "logslice bench: {blocks} blocks, {logs} logs (preset {:?}, seed {}, density {}), latency {latency}, max_concurrency {}, database {}, block timestamps {}, transactions table {}",
         args.preset,
         args.seed,
         args.shape().1,
@@ -486,6 +495,11 @@ fn render(args: &BenchArgs, phases: &[Phase], lower_bound: Option<u64>, blocks: 
             (true, _) => "off",
             (false, true) => "from the logs' blockTimestamp",
             (false, false) => "from headers",
+        },
+        match (args.transactions, args.transaction_receipts) {
+            (false, _) => "off",
+            (true, false) => "on",
+            (true, true) => "on, with receipts",
         },
     );
     let _ = writeln!(

@@ -143,7 +143,8 @@ pub async fn naive_sync(config: &Config, target: Target, span: u64) -> Result<Sy
                 if job.timestamps == Timestamps::Stored {
                     enrich::stamp(&node, &mut fetched[0].logs).await?;
                 }
-                let batch = job.build_batch(fetched, &mut report)?;
+                let mut batch = job.build_batch(fetched, &mut report)?;
+                super::transactions::fill(&node, &mut batch, job.transactions).await?;
                 sink.commit(&batch).await.map_err(db_error)?;
                 report.committed(&batch);
             }
@@ -166,7 +167,8 @@ pub async fn naive_sync(config: &Config, target: Target, span: u64) -> Result<Sy
                     if job.timestamps == Timestamps::Stored {
                         enrich::stamp(&node, &mut fetched[0].logs).await?;
                     }
-                    let batch = job.build_batch(fetched, &mut report)?;
+                    let mut batch = job.build_batch(fetched, &mut report)?;
+                    super::transactions::fill(&node, &mut batch, job.transactions).await?;
                     sink.commit(&batch).await.map_err(db_error)?;
                     report.committed(&batch);
                 }

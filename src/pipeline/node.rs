@@ -219,26 +219,40 @@ impl Node {
             .gate
             .max_calls_per_request()
             .clamp(1, max_per_batch.max(1));
+        // Up to `max_concurrency` batches at once: one at a time left the reads of a batch of logs waiting
+        // on round trips (measured: 7x slower end-to-end with the table than without, sequential).
+        let per_group = per_batch * self.gate.config().max_concurrency.max(1);
         let mut rest = items;
         while !rest.is_empty() && self.batches.load(Relaxed) {
-            let (batch, after) = rest.split_at(per_batch.min(rest.len()));
-            match self
-                .gate
-                .run_calls(method, batch.len(), OnSplit::Retry, || many(batch.to_vec()))
-                .await
-            {
-                Ok(batch_answers) => {
-                    answers.extend(batch_answers);
-                    rest = after;
+            let (group, after) = rest.split_at(per_group.min(rest.len()));
+            let results = futures::future::join_all(group.chunks(per_batch).map(|batch| {
+                self.gate
+                    .run_calls(method, batch.len(), OnSplit::Retry, || many(batch.to_vec()))
+            }))
+            .await;
+            let mut group_answers = Vec::with_capacity(group.len());
+            let mut refused = None;
+            for result in results {
+                match result {
+                    Ok(batch_answers) => group_answers.extend(batch_answers),
+                    // Only a refusal of batches as such turns them off; the group is then read again one
+                    // by one below.
+                    Err(fetch::Error::Fatal {
+                        source: source @ rpc::Error::BatchRefused { .. },
+                        ..
+                    }) => refused = Some(source),
+                    Err(err) => return Err(self.error()(err)),
                 }
-                Err(fetch::Error::Fatal {
-                    source: source @ rpc::Error::BatchRefused { .. },
-                    ..
-                }) => {
+            }
+            match refused {
+                Some(source) => {
                     tracing::info!(cause = %source, method, "reading one by one from now on");
                     self.batches.store(false, Relaxed);
                 }
-                Err(err) => return Err(self.error()(err)),
+                None => {
+                    answers.extend(group_answers);
+                    rest = after;
+                }
             }
         }
         let per_round = self.gate.config().max_concurrency.max(1);
