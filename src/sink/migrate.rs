@@ -157,7 +157,10 @@ pub(super) async fn run_postgres(pool: &PgPool) -> Result<(), Error> {
                 .fetch_one(pool)
                 .await
                 .map_err(query_error("counting raw logs"))?;
-            announce(rows, "building a primary key on (block_number, log_index)");
+            announce(
+                rows,
+                "building the raw logs' primary key (block_number, log_index)",
+            );
             rewrite = rows > 0;
         }
     }
