@@ -123,7 +123,7 @@ pub(super) async fn run_sqlite(pool: &SqlitePool) -> Result<(), Error> {
                 .map_err(query_error("counting raw logs"))?;
             announce(
                 rows,
-                "copying them into a table keyed by (block_number, log_index)",
+                "copying the raw logs into a table keyed by (block_number, log_index)",
             );
         }
     }
