@@ -133,7 +133,7 @@ pub(super) async fn run_sqlite(pool: &SqlitePool) -> Result<(), Error> {
                 .map_err(query_error("counting raw logs"))?;
             announce(
                 rows,
-                "copying them into a table keyed by (block_number, log_index)",
+                "copying the raw logs into a table keyed by (block_number, log_index)",
             );
         }
     }
@@ -167,7 +167,10 @@ pub(super) async fn run_postgres(pool: &PgPool) -> Result<(), Error> {
                 .fetch_one(pool)
                 .await
                 .map_err(query_error("counting raw logs"))?;
-            announce(rows, "building a primary key on (block_number, log_index)");
+            announce(
+                rows,
+                "building the raw logs' primary key (block_number, log_index)",
+            );
             rewrite = rows > 0;
         }
     }
