@@ -703,7 +703,8 @@ async fn schemas_with_the_same_tables_do_not_interfere() {
                 "demo_everything",
                 "factory_children",
                 "logs",
-                "meta"
+                "meta",
+                "transactions"
             ]
         );
     }
