@@ -326,6 +326,23 @@ impl Sink {
         }
     }
 
+    /// Whether the `transactions` table exists, as [`Sink::settle_transactions`] left it; before that, as
+    /// migration 0005 left it (it exists).
+    fn settled_transactions_table(&self) -> bool {
+        match self {
+            Sink::Sqlite(s) => s.transactions_table,
+            Sink::Postgres(s) => s.transactions_table,
+        }
+        .unwrap_or(true)
+    }
+
+    fn set_transactions_table(&mut self, exists: bool) {
+        match self {
+            Sink::Sqlite(s) => s.transactions_table = Some(exists),
+            Sink::Postgres(s) => s.transactions_table = Some(exists),
+        }
+    }
+
     fn set_timestamps(&mut self, timestamps: Timestamps) {
         match self {
             Sink::Sqlite(s) => s.timestamps = timestamps,
@@ -377,6 +394,7 @@ impl Sink {
             },
             tables: self.tables().to_vec(),
             timestamps: self.timestamps(),
+            transactions_table: self.settled_transactions_table(),
         }
     }
 
@@ -531,6 +549,7 @@ pub struct Encoder {
     backend: EncoderBackend,
     tables: Vec<TableSpec>,
     timestamps: Timestamps,
+    transactions_table: bool,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -563,7 +582,7 @@ impl Encoder {
             };
             bookkeeping.extend(transactions::inserts(&batch.transactions, numeric_cast));
         }
-        if !batch.removed.is_empty() {
+        if !batch.removed.is_empty() && self.transactions_table {
             // A removed log may have been its transaction's last stored one.
             bookkeeping.push(transactions::cleanup());
         }

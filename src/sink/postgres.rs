@@ -105,6 +105,8 @@ pub struct PostgresSink {
     pub(super) tables: Vec<TableSpec>,
     /// Whether batches carry `block_timestamp` (`Sink::settle_timestamps`).
     pub(super) timestamps: Timestamps,
+    /// Whether the `transactions` table exists, once `Sink::settle_transactions` has made sure.
+    pub(super) transactions_table: Option<bool>,
     /// Attempts of a batch whose connection is lost, the first included.
     commit_attempts: u32,
 }
@@ -167,6 +169,7 @@ impl PostgresSink {
             pool,
             tables: Vec::new(),
             timestamps: Timestamps::default(),
+            transactions_table: None,
             commit_attempts: COMMIT_ATTEMPTS,
         })
     }

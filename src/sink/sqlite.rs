@@ -58,6 +58,8 @@ pub struct SqliteSink {
     pub(super) tables: Vec<TableSpec>,
     /// Whether batches carry `block_timestamp` (`Sink::settle_timestamps`).
     pub(super) timestamps: Timestamps,
+    /// Whether the `transactions` table exists, once `Sink::settle_transactions` has made sure.
+    pub(super) transactions_table: Option<bool>,
     /// Copies the WAL into the database file beside the writer; `None` for `:memory:`.
     checkpointer: Option<Checkpointer>,
 }
@@ -120,6 +122,7 @@ impl SqliteSink {
             pool,
             tables: Vec::new(),
             timestamps: Timestamps::default(),
+            transactions_table: None,
             checkpointer,
         })
     }

@@ -221,12 +221,90 @@ pub(super) async fn settle(sink: &mut Sink, wanted: Transactions) -> Result<(), 
         )])
         .await?;
     }
+    // interface.md: the table is there only with `[sync] transactions = true`. Migration 0005 creates it; a
+    // database where it was never on drops it (it is empty: nothing was ever written to it), and switching
+    // it on (allowed only while `logs` is empty) creates it again.
+    let ever_on =
+        recorded.as_deref().is_some_and(|r| r != "off") || wanted != Transactions::Omitted;
+    let exists = table_exists(sink).await?;
+    if !ever_on && exists {
+        sink.transaction(&[Statement::new(
+            "dropping the transactions table ([sync] transactions is off)",
+            "DROP TABLE IF EXISTS transactions",
+            Vec::new(),
+        )])
+        .await?;
+    } else if ever_on && !exists {
+        let ddl = match sink {
+            Sink::Sqlite(_) => include_str!("../../migrations/sqlite/0005_transactions.sql"),
+            Sink::Postgres(_) => include_str!("../../migrations/postgres/0005_transactions.sql"),
+        };
+        sink.transaction(&create_statements(ddl)).await?;
+    }
+    sink.set_transactions_table(ever_on);
     Ok(())
+}
+
+/// Whether the `transactions` table exists in the database (it does not where `[sync] transactions` was
+/// never on).
+///
+/// # Errors
+/// [`Error::Query`].
+pub(super) async fn table_exists(sink: &Sink) -> Result<bool, Error> {
+    let sql = match sink {
+        Sink::Sqlite(_) => {
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'transactions'"
+        }
+        Sink::Postgres(_) => "SELECT CAST(to_regclass('transactions') AS TEXT)",
+    };
+    let rows = sink
+        .fetch("looking for the transactions table", sql, &[])
+        .await?;
+    Ok(rows
+        .first()
+        .and_then(|row| row.first())
+        .is_some_and(Option::is_some))
+}
+
+/// The statements of migration 0005, made idempotent (`IF NOT EXISTS`), comments left out.
+fn create_statements(ddl: &str) -> Vec<Statement> {
+    let code: String = ddl
+        .lines()
+        .filter(|line| !line.trim_start().starts_with("--"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    code.split(';')
+        .map(str::trim)
+        .filter(|sql| !sql.is_empty())
+        .map(|sql| {
+            let sql = sql
+                .replacen("CREATE TABLE ", "CREATE TABLE IF NOT EXISTS ", 1)
+                .replacen("CREATE INDEX ", "CREATE INDEX IF NOT EXISTS ", 1);
+            Statement::new("creating the transactions table", sql, Vec::new())
+        })
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_table_is_created_from_migration_0005_if_it_is_not_there() {
+        for ddl in [
+            include_str!("../../migrations/sqlite/0005_transactions.sql"),
+            include_str!("../../migrations/postgres/0005_transactions.sql"),
+        ] {
+            let statements = create_statements(ddl);
+            assert_eq!(statements.len(), 2, "{statements:?}");
+            assert!(statements[0]
+                .sql
+                .starts_with("CREATE TABLE IF NOT EXISTS transactions"));
+            assert!(statements[1]
+                .sql
+                .starts_with("CREATE INDEX IF NOT EXISTS transactions_hash"));
+        }
+    }
 
     #[test]
     fn switching_on_with_logs_is_refused_and_everything_else_recorded() {

@@ -347,7 +347,9 @@ pub(super) async fn rollback(
          ON CONFLICT (key) DO UPDATE SET value = excluded.value",
         vec![Param::Text(note.to_owned())],
     ));
-    statements.push(delete_above("rolling back transactions", "transactions"));
+    if super::transactions::table_exists(sink).await? {
+        statements.push(delete_above("rolling back transactions", "transactions"));
+    }
     let n_typed = tables.len();
     let deleted = sink.transaction(&statements).await?;
     Ok(RollbackReport {
@@ -398,7 +400,9 @@ pub(super) async fn reindex(
         }
     }
     // Transactions whose every stored log went with the reindexed contracts go too.
-    statements.push(super::transactions::cleanup());
+    if super::transactions::table_exists(sink).await? {
+        statements.push(super::transactions::cleanup());
+    }
     let deleted = sink.transaction(&statements).await?;
     let n_tables = report.tables.len();
     report.raw_rows = deleted[n_tables..n_tables + addresses.len()].iter().sum();

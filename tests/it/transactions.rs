@@ -147,7 +147,10 @@ async fn transactions_equal_the_ground_truth_and_cost_one_read_per_block_with_lo
     let node = support::start(node_config(BLOCKS)).await;
     let truth = node.truth();
     let (off, off_reads) = synced(&node, backend, "", Target::Number(TARGET)).await;
-    assert!(db_rows(&off).await.is_empty(), "off by default");
+    assert!(
+        support::columns(&off, "transactions").await.is_empty(),
+        "off by default: no transactions table (interface.md)"
+    );
     let (on, on_reads) = synced(
         &node,
         backend,
@@ -251,7 +254,7 @@ async fn switching_transactions_on_for_a_database_with_logs_is_refused(backend: 
         .expect_err("refused");
     assert!(err.to_string().contains("--reindex"), "{err}");
     assert_eq!(logslice::exit::code(&err), 78);
-    assert!(db_rows(&work).await.is_empty());
+    assert!(support::columns(&work, "transactions").await.is_empty());
     // Receipts on top of a table filled without them: its rows would have NULL status.
     let (without, _) = synced(&node, backend, "transactions = true", Target::Number(500)).await;
     let extra = "transactions = true\ntransaction_receipts = true";
@@ -271,3 +274,27 @@ async fn switching_transactions_on_for_a_database_with_logs_is_refused(backend: 
     assert!(err.to_string().contains("transactions = true"), "{err}");
 }
 both_backends!(switching_transactions_on_for_a_database_with_logs_is_refused);
+
+/// Goal: the table exists only with `[sync] transactions = true` (interface.md): a database opened with it off
+/// has none, and switching it on while no log is stored creates it and fills it exactly. Method: a sync to
+/// block 0 (no logs) with it off, then a sync with it on, compared with the truth.
+async fn the_table_exists_only_while_it_is_wanted(backend: Backend) {
+    let node = support::start(node_config(BLOCKS)).await;
+    let truth = node.truth();
+    let work = Workdir::with(backend).await;
+    let off = work.write_config(&node.http_url(), &all_contracts(), "", "");
+    support::sync(&off, Target::Number(0)).await.expect("sync");
+    assert!(support::columns(&work, "transactions").await.is_empty());
+    let on = work.write_config(
+        &node.http_url(),
+        &all_contracts(),
+        "",
+        "transactions = true",
+    );
+    support::sync(&on, Target::Number(TARGET))
+        .await
+        .expect("sync");
+    assert!(!support::columns(&work, "transactions").await.is_empty());
+    assert_transactions_match(&work, &truth, TARGET, Receipts::Without).await;
+}
+both_backends!(the_table_exists_only_while_it_is_wanted);
