@@ -10,6 +10,7 @@
 
 mod migrate;
 mod pg_copy;
+mod pg_unnest;
 mod postgres;
 mod prepare;
 mod read;
