@@ -8,6 +8,7 @@
 //! busy, so sparse stretches are fetched ahead of it. Nothing here writes to a database or decides what a
 //! log means.
 
+mod batches;
 mod gate;
 mod groups;
 mod receipts;
@@ -22,6 +23,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+pub use batches::Batches;
 pub use gate::{Gate, GateConfig, GateStats, OnSplit};
 pub(crate) use groups::get_logs;
 pub use groups::{merge as merge_groups, Group};

@@ -26,10 +26,10 @@ const MAX_READS: u32 = 5;
 const MAX_RECEIPTS_PER_BATCH: usize = 200;
 
 /// Which receipts methods the node serves, as far as this run knows, and whether it takes batches of them.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Served {
     what: AtomicU8,
-    no_batches: AtomicBool,
+    batches: AtomicBool,
     /// Held while the first reads find out, so that blocks read at once ask once.
     probing: tokio::sync::Mutex<()>,
 }
@@ -38,6 +38,16 @@ const UNKNOWN: u8 = 0;
 const BLOCK_RECEIPTS: u8 = 1;
 const TX_RECEIPTS_ONLY: u8 = 2;
 const NONE: u8 = 3;
+
+impl Default for Served {
+    fn default() -> Self {
+        Self {
+            what: AtomicU8::new(UNKNOWN),
+            batches: AtomicBool::new(true),
+            probing: tokio::sync::Mutex::default(),
+        }
+    }
+}
 
 impl Served {
     fn get(&self) -> u8 {
@@ -250,57 +260,25 @@ async fn receipts_of(client: &Client, gate: &Gate, block: &BlockTxHashes) -> Res
     }
 }
 
-/// One receipt per hash: in batches over HTTP (one request each once the node refuses batches), at most
-/// `max_concurrency` at once otherwise.
+/// One receipt per hash, in batches while the node takes them ([`super::Batches`]).
 async fn by_transaction(
     client: &Client,
     gate: &Gate,
     hashes: &[B256],
 ) -> Result<Vec<Option<Receipt>>, Error> {
-    let per_batch = gate
-        .max_calls_per_request()
-        .clamp(1, MAX_RECEIPTS_PER_BATCH);
-    let mut receipts = Vec::with_capacity(hashes.len());
-    let mut rest = hashes;
-    let served = &gate.receipts_served;
-    while !rest.is_empty() && client.supports_batches() && !served.no_batches.load(Relaxed) {
-        let (batch, after) = rest.split_at(per_batch.min(rest.len()));
-        match gate
-            .run_calls(
-                "eth_getTransactionReceipt",
-                batch.len(),
-                OnSplit::Retry,
-                || client.receipts(batch),
-            )
-            .await
-        {
-            Ok(answers) => {
-                receipts.extend(answers);
-                rest = after;
-            }
-            Err(Error::Fatal {
-                source: source @ crate::rpc::Error::BatchRefused { .. },
-                ..
-            }) => {
-                tracing::info!(cause = %source, "reading receipts one by one from now on");
-                served.no_batches.store(true, Relaxed);
-            }
-            Err(err) => return Err(err),
-        }
-    }
-    let per_round = gate.config().max_concurrency.max(1);
-    for chunk in rest.chunks(per_round) {
-        let answers = futures::future::join_all(chunk.iter().map(|&hash| {
-            gate.run("eth_getTransactionReceipt", OnSplit::Retry, move || {
-                client.receipt(hash)
-            })
-        }))
-        .await;
-        for answer in answers {
-            receipts.push(answer?);
-        }
-    }
-    Ok(receipts)
+    let batches = super::Batches {
+        gate,
+        allowed: &gate.receipts_served.batches,
+    };
+    batches
+        .run(
+            "eth_getTransactionReceipt",
+            hashes,
+            MAX_RECEIPTS_PER_BATCH,
+            |batch: Vec<B256>| async move { client.receipts(&batch).await },
+            |hash| client.receipt(hash),
+        )
+        .await
 }
 
 #[cfg(test)]

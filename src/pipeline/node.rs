@@ -195,9 +195,7 @@ impl Node {
         .await
     }
 
-    /// One call of `method` per item of `items`, in batches of at most a second's worth of the rate and
-    /// `max_per_batch` (`many`), or, from the first batch the node refuses as such, one request each
-    /// (`one`, `max_concurrency` at a time); answers in order.
+    /// [`fetch::batched`] through this node's gate, batches turned off for good once it refuses one.
     async fn batched<I, T, Many, ManyFut, One, OneFut>(
         &self,
         method: &'static str,
@@ -213,62 +211,14 @@ impl Node {
         One: Fn(I) -> OneFut,
         OneFut: std::future::Future<Output = Result<T, rpc::Error>>,
     {
-        use std::sync::atomic::Ordering::Relaxed;
-        let mut answers = Vec::with_capacity(items.len());
-        let per_batch = self
-            .gate
-            .max_calls_per_request()
-            .clamp(1, max_per_batch.max(1));
-        // Up to `max_concurrency` batches at once: one at a time left the reads of a batch of logs waiting
-        // on round trips (measured: 7x slower end-to-end with the table than without, sequential).
-        let per_group = per_batch * self.gate.config().max_concurrency.max(1);
-        let mut rest = items;
-        while !rest.is_empty() && self.batches.load(Relaxed) {
-            let (group, after) = rest.split_at(per_group.min(rest.len()));
-            let results = futures::future::join_all(group.chunks(per_batch).map(|batch| {
-                self.gate
-                    .run_calls(method, batch.len(), OnSplit::Retry, || many(batch.to_vec()))
-            }))
-            .await;
-            let mut group_answers = Vec::with_capacity(group.len());
-            let mut refused = None;
-            for result in results {
-                match result {
-                    Ok(batch_answers) => group_answers.extend(batch_answers),
-                    // Only a refusal of batches as such turns them off; the group is then read again one
-                    // by one below.
-                    Err(fetch::Error::Fatal {
-                        source: source @ rpc::Error::BatchRefused { .. },
-                        ..
-                    }) => refused = Some(source),
-                    Err(err) => return Err(self.error()(err)),
-                }
-            }
-            match refused {
-                Some(source) => {
-                    tracing::info!(cause = %source, method, "reading one by one from now on");
-                    self.batches.store(false, Relaxed);
-                }
-                None => {
-                    answers.extend(group_answers);
-                    rest = after;
-                }
-            }
-        }
-        let per_round = self.gate.config().max_concurrency.max(1);
-        let one = &one;
-        for chunk in rest.chunks(per_round) {
-            let round = futures::future::join_all(
-                chunk
-                    .iter()
-                    .map(|&item| self.gate.run(method, OnSplit::Retry, move || one(item))),
-            )
-            .await;
-            for answer in round {
-                answers.push(answer.map_err(self.error())?);
-            }
-        }
-        Ok(answers)
+        let batches = fetch::Batches {
+            gate: &self.gate,
+            allowed: &self.batches,
+        };
+        batches
+            .run(method, items, max_per_batch, many, one)
+            .await
+            .map_err(self.error())
     }
 
     /// `eth_getLogs` of `selection` over `blocks` (a request per filter group), through the gate; a
