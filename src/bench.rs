@@ -15,7 +15,7 @@ use crate::fetch::Fetched;
 use crate::pipeline::{self, SyncReport, Target};
 use crate::primitives::{BlockRange, Log};
 
-/// A simulated chain to benchmark on.
+/// A simulated chain to benchmark on (`devnode`'s presets of the same names).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Preset {
     /// 200,001 blocks, about 1,040,000 logs: dense bursts, medium and sparse stretches, 4 blocks over the cap.
@@ -32,18 +32,47 @@ pub enum Preset {
     /// 100,001 blocks of the default chain plus 15 blocks where the first token alone emits 11,000 more logs
     /// (ten spread over the chain, a run of five): indexable only from receipts.
     Overcap,
+    /// 100,001 blocks at a fifth of the density, where the quiet `misc` contract bursts to about 150 logs per
+    /// block for 300 blocks, eight times.
+    Bursts,
+    /// 200,001 blocks whose density grows twentyfold, from a tenth of the default to twice it.
+    Growth,
+    /// 40,001 blocks where `token_b` emits about 25 logs per block and the rest a twentieth of the default:
+    /// one contract over a thousand times denser than its neighbours.
+    Hot,
+    /// 100,001 blocks of the default chain with three runs of four blocks over the cap, each spread across
+    /// every contract (none alone near the cap).
+    HugeRuns,
+    /// 500,001 blocks of the default density, 380,000 of them in two stretches without a log.
+    Empty,
 }
 
 impl Preset {
-    /// `(blocks, density)`.
-    fn shape(self) -> (u64, f64) {
+    /// The devnode preset's name.
+    fn chain_name(self) -> &'static str {
         match self {
-            Preset::Default => (200_000, 1.0),
-            Preset::Long => (2_000_000, 1.0),
-            Preset::Sparse => (2_000_000, 0.05),
-            Preset::Factory => (ChainConfig::factory_preset().blocks, 1.0),
-            Preset::Overcap => (100_000, 1.0),
+            Preset::Default => "default",
+            Preset::Long => "long",
+            Preset::Sparse => "sparse",
+            Preset::Factory => "factory",
+            Preset::Overcap => "overcap",
+            Preset::Bursts => "bursts",
+            Preset::Growth => "growth",
+            Preset::Hot => "hot",
+            Preset::HugeRuns => "huge_runs",
+            Preset::Empty => "empty",
         }
+    }
+
+    /// The devnode's chain: the preset's, with `--blocks` and `--density` applied.
+    fn chain(self, blocks: Option<u64>, density: Option<f64>) -> Result<ChainConfig, Error> {
+        let mut chain = ChainConfig::preset(self.chain_name()).map_err(Error::Setup)?;
+        chain.blocks = blocks.unwrap_or(chain.blocks);
+        chain.density = density.unwrap_or(chain.density);
+        if self == Preset::Overcap {
+            chain.overcap = crate::devnode::OvercapConfig::spread(chain.blocks);
+        }
+        Ok(chain)
     }
 }
 
@@ -142,17 +171,6 @@ impl Phase {
     }
 }
 
-impl BenchArgs {
-    /// `(blocks, density)`: the preset's, or what was given.
-    fn shape(&self) -> (u64, f64) {
-        let (blocks, density) = self.preset.shape();
-        (
-            self.blocks.unwrap_or(blocks),
-            self.density.unwrap_or(density),
-        )
-    }
-}
-
 /// Runs the benchmark and returns the printed report.
 ///
 /// # Errors
@@ -164,18 +182,11 @@ pub async fn run(args: &BenchArgs) -> Result<String, Error> {
         seed: args.seed,
         ..DevNodeConfig::default()
     };
-    let (blocks, density) = args.shape();
-    node_config.chain.blocks = blocks;
-    node_config.chain.density = density;
-    if args.preset == Preset::Factory {
-        node_config.chain.factory = ChainConfig::factory_preset().factory;
-    }
+    node_config.chain = args.preset.chain(args.blocks, args.density)?;
+    let blocks = node_config.chain.blocks;
     node_config.faults.latency = args.latency;
     node_config.chain.log_timestamps = args.log_timestamps;
     node_config.chain.block_receipts = args.block_receipts;
-    if args.preset == Preset::Overcap {
-        node_config.chain.overcap = crate::devnode::OvercapConfig::spread(blocks);
-    }
     let (node, url) = match &args.url {
         Some(url) => (None, url.clone()),
         None => {
@@ -488,7 +499,9 @@ fn render(args: &BenchArgs, phases: &[Phase], lower_bound: Option<u64>, blocks: 
         "logslice bench: {blocks} blocks, {logs} logs (preset {:?}, seed {}, density {}), latency {latency}, max_concurrency {}, database {}, block timestamps {}, transactions table {}",
         args.preset,
         args.seed,
-        args.shape().1,
+        args.preset
+            .chain(args.blocks, args.density)
+            .map_or(f64::NAN, |chain| chain.density),
         args.max_concurrency,
         args.database.as_deref().map_or("sqlite (temp)".into(), redact_db),
         match (args.no_timestamps, args.log_timestamps) {

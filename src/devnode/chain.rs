@@ -19,6 +19,7 @@ use super::filter::LogFilter;
 use super::gen;
 use super::overcap::{self, OvercapConfig};
 use super::rng::{hash3, mix64, Rng};
+use super::shapes::ShapeConfig;
 
 /// Blocks per density segment: a whole segment is sparse, medium or dense.
 pub(crate) const SEGMENT_LEN: u64 = 200;
@@ -53,6 +54,8 @@ pub(crate) struct ChainParams {
     /// The opt-in blocks where one contract alone is over the cap, planned after every block's ordinary
     /// transactions and before the factory's.
     pub(crate) overcap: OvercapConfig,
+    /// The opt-in shapes of real chains (bursts, growth, a hot contract, runs over the cap, empty runs).
+    pub(crate) shapes: ShapeConfig,
 }
 
 /// What changes as the chain moves.
@@ -345,6 +348,11 @@ impl Chain {
             let n_logs = self.params.overcap.logs;
             overcap::extend_plan(self.params.seed, number, gen, n_logs, &mut plan);
         }
+        if number > 0 {
+            self.params
+                .shapes
+                .extend_plan(self.params.seed, number, gen, &mut plan);
+        }
         if let Some(factory) = &self.factory {
             if number > 0 {
                 factory.extend_plan(number, gen, |lower| state.gen(lower), &mut plan);
@@ -363,7 +371,7 @@ impl Chain {
                 logs: Vec::new(),
             };
         }
-        let huge = self.is_huge(number);
+        let huge = self.is_huge(number) || self.params.shapes.in_huge_run(number);
         let n_logs = if huge {
             // Uniform over the (contract, event) pairs (~1,300 each of the default 10), far under 10,000 per pair.
             rng.between(10_500, 13_500)
@@ -385,11 +393,12 @@ impl Chain {
                 }
                 Density::Dense => rng.between(100, 400),
             };
-            if self.params.density == 1.0 {
-                base
-            } else {
-                (base as f64 * self.params.density).round() as u64
-            }
+            self.params.shapes.ordinary_logs(
+                number,
+                base,
+                self.params.density,
+                self.params.initial_head,
+            )
         };
         let mut logs = Vec::with_capacity(n_logs as usize);
         let mut tx_index = 0u32;

@@ -109,6 +109,10 @@ pub struct DevnodeArgs {
     /// Logs of the one contract in each such block.
     #[arg(long, value_name = "N", default_value_t = super::DEFAULT_OVERCAP_LOGS)]
     pub overcap_logs: u64,
+    /// A shape of real chains, NAME=VALUE, repeatable: bursts=FIRST:LEN:PER_BLOCK,..., growth=FACTOR,
+    /// hot=LOGS_PER_BLOCK, huge_runs=FIRST:COUNT,..., empty_runs=FIRST:LEN,...
+    #[arg(long, value_name = "NAME=VALUE")]
+    pub shape: Vec<String>,
     /// Wording of the too-many-results error: plain, infura, alchemy, reth, reth-32000.
     #[arg(long, default_value = "plain", value_parser = super::TooManyStyle::parse)]
     pub too_many_style: super::TooManyStyle,
@@ -212,6 +216,15 @@ impl DevnodeArgs {
                         Error::Option(format!("--{}: {reason}", name.replace('_', "-")))
                     })?;
             }
+        }
+        for shape in &self.shape {
+            let (name, value) = shape
+                .split_once('=')
+                .ok_or_else(|| Error::Option(format!("--shape {shape:?}: use NAME=VALUE")))?;
+            cfg.chain
+                .shapes
+                .set_option(name.trim(), value.trim())
+                .map_err(|reason| Error::Option(format!("--shape {shape:?}: {reason}")))?;
         }
         cfg.limits.too_many_style = self.too_many_style;
         cfg.limits.max_results = self.max_results;

@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use super::overcap::{OvercapConfig, OVERCAP_OPTION_NAMES};
+use super::shapes::{ShapeConfig, SHAPE_OPTION_NAMES};
 
 /// Default chain id.
 pub const DEFAULT_CHAIN_ID: u64 = 1337;
@@ -103,6 +104,8 @@ pub struct ChainConfig {
     pub no_tx_receipts: bool,
     /// Blocks where one contract alone is over the result cap (none by default).
     pub overcap: OvercapConfig,
+    /// Shapes of real chains the default chain lacks (none by default).
+    pub shapes: ShapeConfig,
 }
 
 impl Default for ChainConfig {
@@ -124,42 +127,7 @@ impl Default for ChainConfig {
             block_receipts: false,
             no_tx_receipts: false,
             overcap: OvercapConfig::default(),
-        }
-    }
-}
-
-impl ChainConfig {
-    /// The `factory` bench shape: 100,000 blocks of the default chain plus a factory whose pairs multiply to
-    /// about 1,500 by the end, most quiet, a few busy, and two blocks where the pairs' logs together exceed
-    /// 10,000 while no pair alone comes near.
-    pub fn factory_preset() -> Self {
-        Self {
-            blocks: 100_000,
-            factory: Some(FactoryConfig {
-                children: 1_500,
-                bursts: 2,
-            }),
-            ..Self::default()
-        }
-    }
-
-    /// A chain shape by name: `default` or `factory` ([`Self::factory_preset`]).
-    ///
-    /// # Errors
-    /// The accepted names, when `name` is none of them.
-    pub fn preset(name: &str) -> Result<Self, String> {
-        match name {
-            "default" => Ok(Self::default()),
-            "factory" => Ok(Self::factory_preset()),
-            // 100,000 blocks with ten single over-cap blocks spread over them and a run of five.
-            "overcap" => Ok(Self {
-                blocks: 100_000,
-                overcap: OvercapConfig::spread(100_000),
-                ..Self::default()
-            }),
-            other => Err(format!(
-                "{other:?} is not a chain preset (use default, factory or overcap)"
-            )),
+            shapes: ShapeConfig::default(),
         }
     }
 }
@@ -529,6 +497,7 @@ impl DevNodeConfig {
             name if OVERCAP_OPTION_NAMES.contains(&name) => {
                 self.chain.overcap.set_option(name, value)
             }
+            name if SHAPE_OPTION_NAMES.contains(&name) => self.chain.shapes.set_option(name, value),
             "max_results" => parse_num(value).map(|v| self.limits.max_results = v),
             "max_params" => parse_num(value).map(|v| self.limits.max_params = v),
             "query_budget" => parse_duration(value).map(|v| self.limits.query_budget = v),
@@ -556,6 +525,7 @@ impl DevNodeConfig {
                 let nearest = OPTION_NAMES
                     .iter()
                     .chain(OVERCAP_OPTION_NAMES)
+                    .chain(SHAPE_OPTION_NAMES)
                     .map(|candidate| (strsim::levenshtein(candidate, &name), candidate))
                     .min()
                     .filter(|(distance, _)| *distance <= 3)
@@ -645,7 +615,10 @@ mod tests {
             }
         );
         let err = DevNodeConfig::from_sim_url("sim://?preset=huge").expect_err("no preset");
-        assert!(err.contains("default, factory or overcap"), "{err}");
+        assert!(
+            err.contains("default, long, sparse, factory, overcap"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -25,10 +25,12 @@ mod gen;
 mod json;
 mod overcap;
 mod params;
+mod presets;
 mod rng;
 mod rpc;
 mod rpc_tx;
 mod server;
+mod shapes;
 mod stats;
 mod truth_tx;
 mod txs;
@@ -50,7 +52,9 @@ pub use config::{
 };
 pub use gen::NOTE_TOPICS;
 pub use overcap::{OvercapConfig, DEFAULT_OVERCAP_LOGS, OVERCAP_OPTION_NAMES};
+pub use presets::PRESET_NAMES;
 pub use server::Down;
+pub use shapes::{Burst, ShapeConfig, SHAPE_OPTION_NAMES};
 pub use stats::{MethodStats, StatsSnapshot};
 pub use truth_tx::{TruthReceipt, TruthTransaction};
 
@@ -75,6 +79,7 @@ fn chain_params(cfg: &DevNodeConfig) -> ChainParams {
         anon_contract: cfg.chain.anon_contract,
         factory: cfg.chain.factory,
         overcap: cfg.chain.overcap.clone(),
+        shapes: cfg.chain.shapes.clone(),
     }
 }
 

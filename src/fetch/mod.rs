@@ -435,6 +435,13 @@ pub(crate) async fn fetch_block_by_filters(
         let answer = get_chunked(client, gate, &filter).await;
         (group, filter, answer)
     };
+    if first == FirstRequest::Halves && gate.receipts_served.block_receipts() {
+        // Over the cap for the whole selection, and the node serves a block's receipts: two requests (its
+        // transactions, its receipts) read it, where halving the filter takes two or more, and a block over
+        // the cap for one address takes several refusals before it comes to the receipts anyway.
+        tracing::debug!(block, "over the cap: reading the block's receipts");
+        return receipts::read_block(client, gate, block, &selection).await;
+    }
     let whole = selection.clone();
     let mut pending = FuturesUnordered::new();
     for group in selection.groups {

@@ -54,6 +54,12 @@ impl Served {
         self.what.load(Relaxed)
     }
 
+    /// Whether this run found that the node serves `eth_getBlockReceipts`: one request then reads a block
+    /// whole, fewer than narrowing its filter takes.
+    pub(super) fn block_receipts(&self) -> bool {
+        self.get() == BLOCK_RECEIPTS
+    }
+
     fn set(&self, what: u8) {
         if self.what.swap(what, Relaxed) != what {
             tracing::info!(

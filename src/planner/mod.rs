@@ -25,9 +25,19 @@ use crate::primitives::{BlockNumber, BlockRange};
 
 use survey::Survey;
 
-/// Where only a learned span is known, aim at this fraction of the target: a neighbouring range's density
-/// misjudges the next by a quarter or more on the simulated chain, and an overflow costs a request.
-const LEARNED_AIM: f64 = 0.6;
+/// Where only a learned span is known, aim at a fraction of the target that shrinks with how badly one
+/// answer's density has foretold the next (`Miss`): on the default chain a neighbouring range misjudges the
+/// next by a quarter or more, so the aim starts at 0.6 there; where the density is even (one busy contract)
+/// it rises towards `MAX_LEARNED_AIM`, and an overflow costs a request.
+const MAX_LEARNED_AIM: f64 = 0.95;
+/// The aim never falls below this: on bursty chains a lower one only made more, smaller requests.
+const MIN_LEARNED_AIM: f64 = 0.6;
+/// How much a miss (|ln(actual / foretold)|) lowers the aim: `aim = 1 / (1 + MISS_WEIGHT * miss)`.
+const MISS_WEIGHT: f64 = 1.3;
+/// The miss assumed before any answer: with `MISS_WEIGHT` it gives the 0.6 that suited the default chain.
+const INITIAL_MISS: f64 = 0.5;
+/// Weight of the newest answer in the running miss.
+const MISS_ALPHA: f64 = 0.2;
 /// A single block estimated above this multiple of the target is fetched by narrower filters at once.
 const OVERFLOW_MARGIN: f64 = 1.15;
 /// Survey no further ahead than this many target-sized ranges: enough for the in-flight window, and it
@@ -36,6 +46,10 @@ const LOOKAHEAD_RANGES: f64 = 24.0;
 /// A refused range no survey covers gets a spot survey from this many blocks on: halving blind would take
 /// three round trips or more to find where its logs are.
 const MIN_SPOT_BLOCKS: u64 = 8;
+
+/// A refused range whose surveyed estimate was under this fraction of the target tells that the survey is
+/// wrong there, not merely unlucky.
+const SURPRISE: f64 = 0.7;
 
 /// Limits of the planner (from `[sync]`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -130,6 +144,10 @@ pub struct Planner {
     span: u64,
     /// A hard span limit the node stated (`RangeTooWide`).
     node_cap: Option<u64>,
+    /// Logs per block of the last answer, and the running miss of such a density as a forecast of the
+    /// next answer (see `MAX_LEARNED_AIM`).
+    density: Option<f64>,
+    miss: f64,
     /// True once `next` passed `end`.
     exhausted: bool,
     /// From here on the selection no longer changes (no contract joins above), so a probe's share holds.
@@ -167,6 +185,8 @@ impl Planner {
             handed_out: BTreeMap::new(),
             span: config.initial_span,
             node_cap: None,
+            density: None,
+            miss: INITIAL_MISS,
             exhausted: false,
             sampling_from,
             survey_cursor: sampling_from,
@@ -493,6 +513,10 @@ impl Planner {
                 Verdict::Done
             }
             Outcome::TooManyResults { suggested } => {
+                // The surveyed midpoint still says where the logs are when the survey misjudged how many;
+                // the pieces are cut without it where the misjudgement was gross.
+                let midpoint = self.surveyed_midpoint(range);
+                self.distrust_if_surprised(range);
                 let usable = suggested
                     .filter(|&(from, to)| from == range.start() && to < range.end() && to >= from);
                 // Without a suggestion, cut where the surveyed logs are halved; failing a survey, halve;
@@ -501,10 +525,7 @@ impl Planner {
                 let cut = (range.len() / 2).min(self.span).max(1);
                 match usable
                     .and_then(|(_, to)| range.split_after(to))
-                    .or_else(|| {
-                        self.surveyed_midpoint(range)
-                            .and_then(|m| range.split_after(m))
-                    })
+                    .or_else(|| midpoint.and_then(|m| range.split_after(m)))
                     .or_else(|| range.split_after(range.start() + cut - 1))
                 {
                     Some((first, rest)) => {
@@ -557,6 +578,23 @@ impl Planner {
         }
     }
 
+    /// Distrusts the survey over `range` when it put the refused range far under the cap: the probe's share
+    /// does not hold there, and cutting by its hits would have the pieces refused again and again (a burst
+    /// of a contract the probe does not see took 16 refusals on the `bursts` preset).
+    fn distrust_if_surprised(&mut self, range: BlockRange) {
+        if !(self.survey.covers(range.start()) && self.survey.covers(range.end())) {
+            return;
+        }
+        let hits: u64 = self
+            .survey
+            .hits_in(range.start(), range.end())
+            .map(|(_, n)| n)
+            .sum();
+        if self.survey.estimate(hits) < SURPRISE * self.config.target_logs as f64 {
+            self.survey.distrust(range);
+        }
+    }
+
     /// The block after which half of `range`'s surveyed hits lie, if the survey covers it and found any
     /// (the survey undercounted it, but it still says where the logs are).
     fn surveyed_midpoint(&self, range: BlockRange) -> Option<BlockNumber> {
@@ -596,7 +634,14 @@ impl Planner {
     /// about thousands, but creeping up by doubling after a dense stretch cost hundreds of tiny requests
     /// on the simulated chain (docs/BENCHMARKS.md); a split costs one.
     fn learn_density(&mut self, range: BlockRange, n: u64) {
-        let aim = (self.config.target_logs as f64 * LEARNED_AIM).max(1.0);
+        let density = n as f64 / range.len() as f64;
+        if let Some(foretold) = self.density {
+            let foretold = foretold * range.len() as f64;
+            let miss = ((n as f64 + 1.0) / (foretold + 1.0)).ln().abs();
+            self.miss = (1.0 - MISS_ALPHA) * self.miss + MISS_ALPHA * miss;
+        }
+        self.density = Some(density);
+        let aim = (self.config.target_logs as f64 * self.learned_aim()).max(1.0);
         let ideal = if n == 0 {
             u64::MAX
         } else {
@@ -604,6 +649,11 @@ impl Planner {
         };
         let ceiling = range.len().saturating_mul(8).max(self.span);
         self.span = self.clamp(ideal.min(ceiling));
+    }
+
+    /// The fraction of the target a range cut by learned span aims at.
+    fn learned_aim(&self) -> f64 {
+        (1.0 / (1.0 + MISS_WEIGHT * self.miss)).clamp(MIN_LEARNED_AIM, MAX_LEARNED_AIM)
     }
 
     fn clamp(&self, span: u64) -> u64 {

@@ -67,6 +67,10 @@ pub(super) struct Survey {
     pub(super) spots: BTreeMap<BlockNumber, BlockRange>,
     /// Spot surveys in flight, by start.
     pub(super) spots_in_flight: BTreeMap<BlockNumber, BlockRange>,
+    /// Stretches, by start, where the node refused a range the survey put far under the cap: there the
+    /// probe's share does not hold (a contract the probe does not see burst, or the mix changed), so the
+    /// planner cuts them as if they were not surveyed. Pruned like the rest.
+    distrusted: BTreeMap<BlockNumber, BlockRange>,
     /// The span of the next survey request.
     pub(super) span: u64,
     /// The survey request in flight, if any (one at a time: each continues where the last ended).
@@ -86,6 +90,7 @@ impl Survey {
             covered: None,
             spots: BTreeMap::new(),
             spots_in_flight: BTreeMap::new(),
+            distrusted: BTreeMap::new(),
             span: initial_span,
             in_flight: None,
         }
@@ -200,6 +205,12 @@ impl Survey {
             })
         };
         self.covered = prune(self.covered);
+        let above = self.distrusted.split_off(&block);
+        let straddling = self.distrusted.pop_last().and_then(|(_, s)| prune(Some(s)));
+        self.distrusted = above;
+        if let Some(s) = straddling {
+            self.distrusted.insert(s.start(), s);
+        }
         let above = self.spots.split_off(&block);
         let straddling = self.spots.pop_last().and_then(|(_, s)| prune(Some(s)));
         self.spots = above;
@@ -208,8 +219,24 @@ impl Survey {
         }
     }
 
-    /// The surveyed stretch `block` lies in, if any.
+    /// Stops trusting the survey's hits in `range` (see `distrusted`).
+    pub(super) fn distrust(&mut self, range: BlockRange) {
+        self.distrusted.insert(range.start(), range);
+    }
+
+    /// Whether `block` lies in a distrusted stretch.
+    fn is_distrusted(&self, block: BlockNumber) -> bool {
+        self.distrusted
+            .range(..=block)
+            .next_back()
+            .is_some_and(|(_, s)| s.contains(block))
+    }
+
+    /// The surveyed stretch `block` lies in, if any (none where the survey is distrusted).
     pub(super) fn coverage(&self, block: BlockNumber) -> Option<BlockRange> {
+        if self.is_distrusted(block) {
+            return None;
+        }
         let spot = self.spots.range(..=block).next_back().map(|(_, s)| *s);
         [spot, self.covered]
             .into_iter()

@@ -197,7 +197,7 @@ fn a_block_the_survey_finds_heavy_goes_alone() {
 }
 
 #[test]
-fn a_range_the_survey_misjudged_splits_at_its_surveyed_midpoint() {
+fn a_range_the_survey_misjudged_splits_at_its_surveyed_midpoint_and_its_pieces_by_learned_span() {
     let mut planner = surveying(range(0, 1_000_000));
     let survey = planner.next_survey().unwrap();
     let hits: Vec<u64> = (300..=399).collect();
@@ -210,6 +210,31 @@ fn a_range_the_survey_misjudged_splits_at_its_surveyed_midpoint() {
     assert!(
         planner.next_survey().is_none_or(|s| !s.spot),
         "the lookahead covers the refused range: no spot survey"
+    );
+    // The survey put the range far under the cap (100 hits at a 5% share): its pieces are cut by the
+    // learned span, never across the surveyed midpoint.
+    let first = planner.next_range().expect("the first piece");
+    assert_eq!(first.start(), next.start());
+    assert!(first.end() < 349, "{first}: cut by the learned span, not the distrusted survey");
+    let mut piece = first;
+    while piece.end() < 349 {
+        piece = planner.next_range().expect("more of the first half");
+        assert!(piece.end() <= 349, "{piece}");
+    }
+    assert_eq!(planner.next_range().map(|r| r.start()), Some(350));
+}
+
+#[test]
+fn a_range_the_survey_nearly_judged_right_is_cut_by_the_survey_again() {
+    let mut planner = surveying(range(0, 1_000_000));
+    let survey = planner.next_survey().unwrap();
+    // 200 hits in blocks 300..=399 at a 5% share: about 4,300 logs, near enough the target of 5,000.
+    let hits: Vec<u64> = (300..=399u64).flat_map(|b| [b, b]).collect();
+    let next = next_range_surveying(&mut planner, survey, &hits);
+    assert!(next.contains(300) && next.contains(399), "{next}");
+    assert_eq!(
+        planner.report(next, Outcome::TooManyResults { suggested: None }),
+        Verdict::Split
     );
     assert_eq!(planner.next_range().map(|r| r.end()), Some(349));
 }

@@ -13,6 +13,7 @@ fn chain(seed: u64) -> Chain {
         anon_contract: false,
         factory: None,
         overcap: OvercapConfig::default(),
+        shapes: ShapeConfig::default(),
     })
 }
 
