@@ -430,7 +430,7 @@ pub fn truth_chunks(
                 removed: false,
             })
             .collect();
-        Some(Fetched { range, logs })
+        Some(Fetched::from_get_logs(range, logs))
     })
 }
 
