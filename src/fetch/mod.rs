@@ -27,6 +27,7 @@ pub use batches::Batches;
 pub use gate::{Gate, GateConfig, GateStats, OnSplit};
 pub(crate) use groups::get_logs;
 pub use groups::{merge as merge_groups, Group};
+pub(crate) use receipts::of_blocks as block_receipts;
 use wide::get_chunked;
 pub use wide::ADDRESSES_PER_REQUEST;
 
