@@ -441,7 +441,7 @@ pub fn truth_chunks(
                 removed: false,
             })
             .collect();
-        Some(Fetched { range, logs })
+        Some(Fetched::from_get_logs(range, logs))
     })
 }
 

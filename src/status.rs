@@ -1,5 +1,6 @@
 //! `logslice status`: what the database holds per contract and event (checkpoint, rows), how far each is
-//! behind the node's head, and the last reorg seen, as text or JSON.
+//! behind the node's head, the last reorg seen and how many stored blocks were read from receipts, as text
+//! or JSON.
 //!
 //! The database part never waits for the node: the node is asked once, with a short timeout and no retry
 //! loop, and when it cannot answer the report says "node unreachable" beside everything the database knows.
@@ -79,6 +80,9 @@ pub struct Report {
     pub chain_id: Option<u64>,
     /// The last reorg the follower recorded (`meta.last_reorg`); `None`: none seen.
     pub last_reorg: Option<String>,
+    /// Stored blocks whose logs were read from their receipts (over the node's result cap for one address
+    /// and topic0); `None` when the database does not exist.
+    pub receipt_blocks: Option<u64>,
     /// The node.
     pub node: NodeStatus,
     /// Every configured contract, then any the database alone records.
@@ -138,35 +142,43 @@ pub async fn gather(
         DatabaseUrl::Sqlite(path) => path.as_os_str() == ":memory:" || path.exists(),
         DatabaseUrl::Postgres(_) => true,
     };
-    let (database, chain_id, last_reorg, recorded) = if exists {
+    let (database, chain_id, last_reorg, receipt_blocks, recorded) = if exists {
         let (sink, display) = pipeline::open_sink(config).await?;
         let read = async {
             Ok::<_, crate::sink::Error>((
                 sink.chain_id().await?,
                 sink.last_reorg().await?,
+                sink.receipt_blocks().await?,
                 sink.status().await?,
             ))
         }
         .await;
         sink.close().await;
-        let (chain_id, last_reorg, recorded) =
+        let (chain_id, last_reorg, receipt_blocks, recorded) =
             read.map_err(|source| pipeline::Error::Database {
                 database: display.clone(),
                 source,
             })?;
-        (display, chain_id, last_reorg, recorded)
+        (
+            display,
+            chain_id,
+            last_reorg,
+            Some(receipt_blocks),
+            recorded,
+        )
     } else {
         let display = match &config.database.url {
             DatabaseUrl::Sqlite(path) => format!("sqlite://{}", path.display()),
             DatabaseUrl::Postgres(url) => url.to_string(),
         };
-        (display, None, None, Vec::new())
+        (display, None, None, None, Vec::new())
     };
     Ok(Report {
         database,
         database_exists: exists,
         chain_id,
         last_reorg,
+        receipt_blocks,
         contracts: contracts(config, &recorded, node.head),
         node,
     })
@@ -270,6 +282,13 @@ impl std::fmt::Display for Report {
             "last reorg  {}",
             self.last_reorg.as_deref().unwrap_or("none")
         )?;
+        if let Some(n_blocks) = self.receipt_blocks {
+            writeln!(
+                f,
+                "receipts    {n_blocks} block{} read from receipts (over the node's result cap)",
+                if n_blocks == 1 { "" } else { "s" }
+            )?;
+        }
         writeln!(f)?;
         let mut rows: Vec<[String; 6]> = vec![[
             "contract".into(),

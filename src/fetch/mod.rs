@@ -27,6 +27,7 @@ pub use batches::Batches;
 pub use gate::{Gate, GateConfig, GateStats, OnSplit};
 pub(crate) use groups::get_logs;
 pub use groups::{merge as merge_groups, Group};
+pub(crate) use receipts::of_blocks as block_receipts;
 use wide::get_chunked;
 pub use wide::ADDRESSES_PER_REQUEST;
 
@@ -130,6 +131,20 @@ pub struct Fetched {
     pub range: BlockRange,
     /// Its logs.
     pub logs: Vec<Log>,
+    /// Blocks of the range whose logs were read from their receipts (over the cap for one address and
+    /// topic0), in block order: the database counts them (`logslice status`).
+    pub receipt_blocks: Vec<BlockNumber>,
+}
+
+impl Fetched {
+    /// A range whose logs `eth_getLogs` answered.
+    pub fn from_get_logs(range: BlockRange, logs: Vec<Log>) -> Self {
+        Self {
+            range,
+            logs,
+            receipt_blocks: Vec::new(),
+        }
+    }
 }
 
 /// One finished request of [`run`].
@@ -139,7 +154,7 @@ enum Task {
     /// One block over the cap, fetched by narrower filters. Its mix of logs is not counted towards a probe's
     /// share: such a block is an outlier by definition (on the simulated chain every event is equally
     /// likely in one, and counting it skewed the share by a fifth).
-    Overflow(BlockRange, Result<Vec<Log>, Error>),
+    Overflow(BlockRange, Result<Fetched, Error>),
     /// A density survey: the block numbers of the probe's logs.
     Survey(SurveyRequest, Result<Vec<BlockNumber>, Error>),
 }
@@ -332,32 +347,31 @@ pub async fn run(
                 if matches!(answered.logs, Err(Error::Split(_))) {
                     kept.keep(range, answered.by_group);
                 }
-                (range, answered.logs, true)
+                let fetched = answered
+                    .logs
+                    .map(|logs| Fetched::from_get_logs(range, logs));
+                (range, fetched, true)
             }
             Task::Overflow(range, result) => (range, result, false),
         };
         match result {
-            Ok(logs) => {
+            Ok(fetched) => {
+                let n_logs = fetched.logs.len();
                 if counted && range.start() >= planner.sampling_start() {
-                    let counts = probe_counts(&probes, &logs);
-                    planner.observe_mix(range, logs.len() as u64, &counts);
+                    let counts = probe_counts(&probes, &fetched.logs);
+                    planner.observe_mix(range, n_logs as u64, &counts);
                 }
-                planner.report(
-                    range,
-                    Outcome::Logs {
-                        n: logs.len() as u64,
-                    },
-                );
-                ready_logs += logs.len();
+                planner.report(range, Outcome::Logs { n: n_logs as u64 });
+                ready_logs += n_logs;
                 tracing::debug!(
                     %range,
-                    n = logs.len(),
+                    n = n_logs,
                     next_span = planner.span(),
                     ready_logs,
                     in_flight = in_flight.len(),
                     "fetched"
                 );
-                ready.insert(range.start(), Fetched { range, logs });
+                ready.insert(range.start(), fetched);
                 successes_since_ease += 1;
                 if allowed < max_concurrency && successes_since_ease >= 8 {
                     allowed += 1;
@@ -418,7 +432,8 @@ pub enum FirstRequest {
 /// Fetches one block whose logs exceed the node's cap by narrowing the filter of each group: halves of the
 /// address set, then halves of the topic0 set, merged back into log order. The narrower requests run concurrently (each
 /// through the gate): every later range waits for this block to be committed in order, so its latency is
-/// the whole pipeline's.
+/// the whole pipeline's. The answer is the block as a [`Fetched`] range, naming it in `receipt_blocks` when
+/// its receipts were read.
 ///
 /// # Errors
 /// [`Error::NoReceipts`] when one address and one topic0 are still over the cap and the block's receipts
@@ -429,7 +444,7 @@ pub(crate) async fn fetch_block_by_filters(
     block: BlockNumber,
     selection: Selection,
     first: FirstRequest,
-) -> Result<Vec<Log>, Error> {
+) -> Result<Fetched, Error> {
     let request = |group: Group| async move {
         let filter = group.filter(Blocks::Range(BlockRange::single(block)));
         let answer = get_chunked(client, gate, &filter).await;
@@ -470,7 +485,12 @@ pub(crate) async fn fetch_block_by_filters(
                     // The other requests go first: one holding an answer unpolled would hold the
                     // client's answer slot for good.
                     drop(pending);
-                    return receipts::read_block(client, gate, block, &whole).await;
+                    let logs = receipts::read_block(client, gate, block, &whole).await?;
+                    return Ok(Fetched {
+                        range: BlockRange::single(block),
+                        logs,
+                        receipt_blocks: vec![block],
+                    });
                 };
                 pending.extend([request(a), request(b)]);
             }
@@ -479,7 +499,7 @@ pub(crate) async fn fetch_block_by_filters(
     }
     logs.sort_by_key(|log| log.log_index);
     logs.dedup_by_key(|log| log.log_index);
-    Ok(logs)
+    Ok(Fetched::from_get_logs(BlockRange::single(block), logs))
 }
 
 fn selection_topic(filter: &LogFilter) -> String {

@@ -266,6 +266,84 @@ async fn receipts_of(client: &Client, gate: &Gate, block: &BlockTxHashes) -> Res
     }
 }
 
+/// Blocks' receipts of one batch at most (besides the request rate): a block's receipts carry all its logs.
+const MAX_BLOCKS_PER_BATCH: usize = 10;
+
+/// The receipts of each of `numbers` (`None` where the node does not know the block), by
+/// `eth_getBlockReceipts` in batches, when the node serves it: one call per block instead of one per
+/// transaction. `None` when it does not (learnt here or by an earlier read, [`Served`]), or when the first
+/// block's receipts are too large for one answer: the caller then reads receipts by transaction.
+///
+/// # Errors
+/// Any [`Error`] but a method the node does not serve.
+pub(crate) async fn of_blocks(
+    client: &Client,
+    gate: &Gate,
+    numbers: &[BlockNumber],
+) -> Result<Option<Vec<Option<Vec<Receipt>>>>, Error> {
+    let served = &gate.receipts_served;
+    let Some((&first, rest)) = numbers.split_first() else {
+        return Ok(Some(Vec::new()));
+    };
+    let mut answers = Vec::with_capacity(numbers.len());
+    let rest = match served.get() {
+        BLOCK_RECEIPTS => numbers,
+        UNKNOWN => {
+            let _probing = served.probing.lock().await;
+            match served.get() {
+                BLOCK_RECEIPTS => numbers,
+                UNKNOWN => {
+                    match gate
+                        .run("eth_getBlockReceipts", OnSplit::Return, || {
+                            client.block_receipts(first)
+                        })
+                        .await
+                    {
+                        Ok(receipts) => {
+                            served.set(BLOCK_RECEIPTS);
+                            answers.push(receipts);
+                            rest
+                        }
+                        Err(Error::Fatal { source, .. }) if source.is_method_unavailable() => {
+                            served.set(TX_RECEIPTS_ONLY);
+                            return Ok(None);
+                        }
+                        Err(Error::Split(_)) => return Ok(None),
+                        Err(err) => return Err(err),
+                    }
+                }
+                _ => return Ok(None),
+            }
+        }
+        _ => return Ok(None),
+    };
+    let batches = super::Batches {
+        gate,
+        allowed: &served.batches,
+    };
+    match batches
+        .run(
+            "eth_getBlockReceipts",
+            rest,
+            MAX_BLOCKS_PER_BATCH,
+            |batch: Vec<BlockNumber>| async move { client.blocks_receipts(&batch).await },
+            |number| client.block_receipts(number),
+        )
+        .await
+    {
+        Ok(rest) => {
+            answers.extend(rest);
+            Ok(Some(answers))
+        }
+        // Served a moment ago, refused now (a load balancer over mixed backends): by transaction.
+        Err(Error::Fatal { source, .. }) if source.is_method_unavailable() => {
+            served.set(TX_RECEIPTS_ONLY);
+            Ok(None)
+        }
+        Err(err) => Err(err),
+    }
+}
+
 /// One receipt per hash, in batches while the node takes them ([`super::Batches`]).
 async fn by_transaction(
     client: &Client,

@@ -36,6 +36,9 @@ impl Job {
             ..Batch::default()
         };
         let children = self.children.read().expect("children lock");
+        for f in &fetched {
+            batch.receipt_blocks.extend(&f.receipt_blocks);
+        }
         for log in fetched.into_iter().flat_map(|f| f.logs) {
             if log.removed {
                 // A stale replica's copy of an orphaned block's log: never stored.

@@ -138,7 +138,7 @@ pub async fn naive_sync(config: &Config, target: Target, span: u64) -> Result<Sy
             .await
         {
             Ok(logs) => {
-                let mut fetched = vec![Fetched { range, logs }];
+                let mut fetched = vec![Fetched::from_get_logs(range, logs)];
                 job.discover(&node, config, &mut fetched).await?;
                 if job.timestamps == Timestamps::Stored {
                     enrich::stamp(&node, &mut fetched[0].logs).await?;
@@ -153,7 +153,7 @@ pub async fn naive_sync(config: &Config, target: Target, span: u64) -> Result<Sy
                     todo.push(rest);
                     todo.push(first);
                 } else {
-                    let logs = fetch::fetch_block_by_filters(
+                    let block = fetch::fetch_block_by_filters(
                         &node.client,
                         &node.gate,
                         range.start(),
@@ -162,7 +162,7 @@ pub async fn naive_sync(config: &Config, target: Target, span: u64) -> Result<Sy
                     )
                     .await
                     .map_err(node.error())?;
-                    let mut fetched = vec![Fetched { range, logs }];
+                    let mut fetched = vec![block];
                     job.discover(&node, config, &mut fetched).await?;
                     if job.timestamps == Timestamps::Stored {
                         enrich::stamp(&node, &mut fetched[0].logs).await?;

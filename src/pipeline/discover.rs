@@ -238,14 +238,23 @@ impl Job {
             return Ok(0);
         };
         let filled = self.fill(node, config, span, addresses, topic0).await?;
-        let n_filled = filled.len();
-        let mut filled = filled.into_iter().peekable();
+        let n_filled = filled.logs.len();
+        let mut logs = filled.logs.into_iter().peekable();
         for f in fetched.iter_mut() {
             let mut mine = Vec::new();
-            while let Some(log) = filled.next_if(|l| l.block_number <= f.range.end()) {
+            while let Some(log) = logs.next_if(|l| l.block_number <= f.range.end()) {
                 mine.push(log);
             }
             merge(&mut f.logs, mine);
+            // A child's block over the cap was read from its receipts: it counts as such a block too.
+            f.receipt_blocks.extend(
+                filled
+                    .receipt_blocks
+                    .iter()
+                    .filter(|&&block| f.range.contains(block)),
+            );
+            f.receipt_blocks.sort_unstable();
+            f.receipt_blocks.dedup();
         }
         Ok(n_filled)
     }
@@ -294,7 +303,7 @@ impl Job {
         span: BlockRange,
         addresses: Vec<Address>,
         topic0: Option<Vec<B256>>,
-    ) -> Result<Vec<Log>, Error> {
+    ) -> Result<Fetched, Error> {
         tracing::debug!(%span, children = addresses.len(), "filling in children found since the range was fetched");
         let selection = Selection {
             groups: vec![Group::unfiltered(addresses, topic0)],
@@ -310,9 +319,9 @@ impl Job {
             std::iter::once(span.start()),
         );
         let select: head::Selector = Arc::new(move |_| selection.clone());
-        let mut logs = head::fetch_logs(node, planner, &select, span).await?;
-        logs.sort_by_key(|l| (l.block_number, l.log_index));
-        Ok(logs)
+        let mut fetched = head::fetch_logs(node, planner, &select, span).await?;
+        fetched.logs.sort_by_key(|l| (l.block_number, l.log_index));
+        Ok(fetched)
     }
 
     /// The `factory_children` rows of the children created in `range`.

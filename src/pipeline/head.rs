@@ -43,6 +43,8 @@ pub(super) struct HeadLogs {
     pub kept: Vec<Log>,
     /// Logs the node reported `removed: true`.
     pub removed: Vec<LogKey>,
+    /// Blocks whose logs were read from their receipts.
+    pub receipt_blocks: Vec<BlockNumber>,
 }
 
 /// Reads `span`: the header of the block before it in the same request as the span's first headers, then
@@ -64,8 +66,8 @@ pub(super) async fn read(
         Some(last) => {
             let range =
                 BlockRange::new(span.start(), last.number).expect("headers start at the span");
-            let logs = fetch_logs(&node, planner(range), &selector, range).await?;
-            check_logs(&node, logs, &selector(range), &interests, &headers).await?
+            let fetched = fetch_logs(&node, planner(range), &selector, range).await?;
+            check_logs(&node, fetched, &selector(range), &interests, &headers).await?
         }
     };
     Ok(HeadRead {
@@ -77,16 +79,17 @@ pub(super) async fn read(
 }
 
 /// The logs of `range`: one request, which near the head usually carries them all; when the node refuses it
-/// (a dense stretch), the range is planned like any other, never walked block by block.
+/// (a dense stretch), the range is planned like any other, never walked block by block. The answer is the
+/// logs of the whole range, in the order they arrived, with the blocks read from their receipts.
 pub(super) async fn fetch_logs(
     node: &Arc<Node>,
     planner: Planner,
     selector: &Selector,
     range: BlockRange,
-) -> Result<Vec<Log>, Error> {
+) -> Result<Fetched, Error> {
     let selection = selector(range);
     match node.get_logs(rpc::Blocks::Range(range), &selection).await {
-        Ok(logs) => return Ok(logs),
+        Ok(logs) => return Ok(Fetched::from_get_logs(range, logs)),
         Err(fetch::Error::Split(_)) => {}
         Err(err) => return Err(node.error()(err)),
     }
@@ -101,15 +104,16 @@ pub(super) async fn fetch_logs(
         CancellationToken::new(),
     );
     let collecting = async {
-        let mut logs = Vec::new();
+        let mut all = Fetched::from_get_logs(range, Vec::new());
         while let Some(fetched) = rx.recv().await {
-            logs.extend(fetched.logs);
+            all.logs.extend(fetched.logs);
+            all.receipt_blocks.extend(fetched.receipt_blocks);
         }
-        logs
+        all
     };
-    let (fetched, logs) = tokio::join!(fetching, collecting);
+    let (fetched, all) = tokio::join!(fetching, collecting);
     fetched.map_err(node.error())?;
-    Ok(logs)
+    Ok(all)
 }
 
 /// The hash of the block before `span` and the span's headers, in batches, up to the first block the node
@@ -145,14 +149,17 @@ async fn read_headers(
 /// not agree with the headers.
 async fn check_logs(
     node: &Node,
-    logs: Vec<Log>,
+    fetched: Fetched,
     selection: &Selection,
     interests: &[follow::Interest],
     headers: &[rpc::Header],
 ) -> Result<Result<HeadLogs, String>, Error> {
     let hash_of: HashMap<BlockNumber, B256> = headers.iter().map(|h| (h.number, h.hash)).collect();
-    let mut read = HeadLogs::default();
-    for log in logs {
+    let mut read = HeadLogs {
+        receipt_blocks: fetched.receipt_blocks,
+        ..HeadLogs::default()
+    };
+    for log in fetched.logs {
         if log.removed {
             read.removed.push(log.key());
             continue;

@@ -138,11 +138,16 @@ impl<'a> super::Ctx<'a> {
         let mut read_logs = [Fetched {
             range: BlockRange::new(start, last).expect("headers start at the span"),
             logs: logs.kept,
+            receipt_blocks: logs.receipt_blocks,
         }];
         self.job
             .discover(&self.node, self.config, &mut read_logs)
             .await?;
-        let [Fetched { logs: mut kept, .. }] = read_logs;
+        let [Fetched {
+            logs: mut kept,
+            receipt_blocks,
+            ..
+        }] = read_logs;
         if let Some(log) = kept.iter().find(|log| {
             headers
                 .iter()
@@ -184,9 +189,18 @@ impl<'a> super::Ctx<'a> {
                 _ => last,
             };
             let range = BlockRange::new(from, to).expect("from <= to");
-            let mut batch = self
-                .job
-                .build_batch(vec![Fetched { range, logs: part }], report)?;
+            let mut batch = self.job.build_batch(
+                vec![Fetched {
+                    range,
+                    logs: part,
+                    receipt_blocks: receipt_blocks
+                        .iter()
+                        .copied()
+                        .filter(|&block| range.contains(block))
+                        .collect(),
+                }],
+                report,
+            )?;
             batch.blocks = headers
                 .iter()
                 .filter(|h| range.contains(h.number))

@@ -195,6 +195,20 @@ impl Node {
         .await
     }
 
+    /// The receipts of each block of `numbers` by `eth_getBlockReceipts`, batched, when the node serves it
+    /// (learnt once per run, shared with the reads of blocks over the cap); `None` when it does not.
+    ///
+    /// # Errors
+    /// [`Error::Node`]; [`Error::Interrupted`].
+    pub(super) async fn block_receipts(
+        &self,
+        numbers: &[BlockNumber],
+    ) -> Result<Option<Vec<Option<Vec<rpc::Receipt>>>>, Error> {
+        fetch::block_receipts(&self.client, &self.gate, numbers)
+            .await
+            .map_err(self.error())
+    }
+
     /// [`fetch::batched`] through this node's gate, batches turned off for good once it refuses one.
     async fn batched<I, T, Many, ManyFut, One, OneFut>(
         &self,

@@ -2,7 +2,8 @@
 //! blocks that have its logs, and only those, are read with their full transactions
 //! (`eth_getBlockByNumber(n, true)`, in JSON-RPC batches within the request rate, [`Node::blocks_with_transactions`]),
 //! and each transaction that emitted one of the batch's logs becomes a row, in the batch's own database
-//! transaction.
+//! transaction. With `transaction_receipts` the rows' receipts are read by block (`eth_getBlockReceipts`)
+//! where the node serves it, as `fetch::receipts` learnt, else by transaction.
 //!
 //! Like the header reads of the timestamps stage (`enrich`), a block read here must be the block the logs
 //! came from: a block the node does not know, another hash at that height, or a transaction whose hash is
@@ -116,6 +117,34 @@ fn add_receipts(rows: &mut [TransactionRow], receipts: Vec<Option<Receipt>>) -> 
     Ok(())
 }
 
+/// [`add_receipts`] from whole blocks' receipts (`eth_getBlockReceipts`): `blocks` are the rows' blocks in
+/// order, `receipts` each block's. Pure.
+///
+/// # Errors
+/// [`Error::NotYet`] as [`add_receipts`].
+fn add_block_receipts(
+    rows: &mut [TransactionRow],
+    blocks: &[BlockNumber],
+    receipts: Vec<Option<Vec<Receipt>>>,
+) -> Result<(), Error> {
+    let mut by_block: BTreeMap<BlockNumber, Vec<Option<Receipt>>> = BTreeMap::new();
+    for (&number, receipts) in blocks.iter().zip(receipts) {
+        let receipts = receipts.unwrap_or_default().into_iter().map(Some).collect();
+        by_block.insert(number, receipts);
+    }
+    // Taken, not cloned: a block's receipts carry every log of the block, and a row is one transaction.
+    let picked = rows
+        .iter()
+        .map(|row| {
+            let receipts = by_block.get_mut(&row.block_number)?;
+            receipts
+                .get_mut(usize::try_from(row.transaction_index).ok()?)?
+                .take()
+        })
+        .collect();
+    add_receipts(rows, picked)
+}
+
 /// Reads the transactions of `batch`'s logs (and with [`Transactions::WithReceipts`] their receipts) and puts
 /// their rows in the batch.
 ///
@@ -130,9 +159,16 @@ pub(super) async fn fill(node: &Node, batch: &mut Batch, mode: Transactions) -> 
     let blocks = node.blocks_with_transactions(&numbers).await?;
     let mut rows = rows(&needed, blocks)?;
     if mode == Transactions::WithReceipts {
-        let hashes: Vec<B256> = rows.iter().map(|row| row.transaction_hash).collect();
-        let receipts = node.receipts(&hashes).await?;
-        add_receipts(&mut rows, receipts)?;
+        // One eth_getBlockReceipts per block where the node serves it (as for blocks over the cap), one
+        // eth_getTransactionReceipt per row otherwise.
+        match node.block_receipts(&numbers).await? {
+            Some(receipts) => add_block_receipts(&mut rows, &numbers, receipts)?,
+            None => {
+                let hashes: Vec<B256> = rows.iter().map(|row| row.transaction_hash).collect();
+                let receipts = node.receipts(&hashes).await?;
+                add_receipts(&mut rows, receipts)?;
+            }
+        }
     }
     batch.transactions = rows;
     Ok(())
@@ -197,6 +233,54 @@ mod tests {
         assert_eq!(keys, [(5, 0), (5, 2), (7, 1)]);
         assert_eq!(rows[0].value, U256::MAX);
         assert_eq!(rows[2].block_timestamp, 84);
+    }
+
+    fn receipt(row: &TransactionRow, gas_used: u64) -> Receipt {
+        Receipt {
+            transaction_hash: row.transaction_hash,
+            transaction_index: row.transaction_index,
+            block_hash: row.block_hash,
+            block_number: row.block_number,
+            status: Some(U256::from(1)),
+            gas_used: U256::from(gas_used),
+            logs: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn block_receipts_give_each_row_its_own_and_a_replaced_block_is_read_again() {
+        let logs = [log(5, 0, 0), log(5, 2, 1), log(7, 1, 0)];
+        let needed = needed(&logs);
+        let blocks = [5, 7];
+        let read = || rows(&needed, vec![Some(block(5, 5, 3)), Some(block(7, 7, 2))]);
+        let mut rows = read().expect("rows");
+        let all_of = |number: u64, n_txs: u64, rows: &[TransactionRow]| {
+            (0..n_txs)
+                .map(|idx| {
+                    let mut row = rows[0].clone();
+                    row.block_number = number;
+                    row.block_hash = B256::with_last_byte(number as u8);
+                    row.transaction_index = idx;
+                    row.transaction_hash = B256::with_last_byte(100 + idx as u8);
+                    receipt(&row, 1_000 * number + idx)
+                })
+                .collect::<Vec<_>>()
+        };
+        let receipts = vec![Some(all_of(5, 3, &rows)), Some(all_of(7, 2, &rows))];
+        add_block_receipts(&mut rows, &blocks, receipts.clone()).expect("receipts");
+        let gas: Vec<_> = rows.iter().map(|r| r.gas_used).collect();
+        assert_eq!(gas, [5_000, 5_002, 7_001].map(|g| Some(U256::from(g))));
+        // A block the node no longer knows, or whose receipts are of another hash: read again later.
+        let mut other = receipts.clone();
+        other[1] = None;
+        let mut replaced = receipts;
+        replaced[0].as_mut().expect("block 5")[2].block_hash = B256::with_last_byte(9);
+        for receipts in [other, replaced] {
+            let mut rows = read().expect("rows");
+            let err =
+                add_block_receipts(&mut rows, &blocks, receipts).expect_err("not the block's");
+            assert!(matches!(err, Error::NotYet(_)), "{err}");
+        }
     }
 
     #[test]

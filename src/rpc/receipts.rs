@@ -75,6 +75,21 @@ impl Client {
         .await
     }
 
+    /// `eth_getBlockReceipts` for each of `numbers`, in one JSON-RPC batch (HTTP only).
+    ///
+    /// # Errors
+    /// As [`Client::batch`].
+    pub async fn blocks_receipts(
+        &self,
+        numbers: &[BlockNumber],
+    ) -> Result<Vec<Option<Vec<Receipt>>>, Error> {
+        let params = numbers
+            .iter()
+            .map(|&n| serde_json::json!([BlockTag::Number(n).to_param()]))
+            .collect();
+        self.batch("eth_getBlockReceipts", params).await
+    }
+
     /// `eth_getTransactionReceipt(hash)`: `None` when the node does not know the transaction.
     ///
     /// # Errors

@@ -43,6 +43,11 @@ pub(super) const SQLITE: &[(i64, &str, &str)] = &[
         "transactions",
         include_str!("../../migrations/sqlite/0005_transactions.sql"),
     ),
+    (
+        6,
+        "receipt blocks",
+        include_str!("../../migrations/sqlite/0006_receipt_blocks.sql"),
+    ),
 ];
 
 /// `(version, description, sql)` of every Postgres migration, in order; numbered like [`SQLITE`].
@@ -71,6 +76,11 @@ pub(super) const POSTGRES: &[(i64, &str, &str)] = &[
         5,
         "transactions",
         include_str!("../../migrations/postgres/0005_transactions.sql"),
+    ),
+    (
+        6,
+        "receipt blocks",
+        include_str!("../../migrations/postgres/0006_receipt_blocks.sql"),
     ),
 ];
 

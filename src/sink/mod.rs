@@ -172,6 +172,9 @@ pub struct Batch {
     pub children: Vec<ChildRow>,
     /// Rows of `transactions` (`[sync] transactions = true`): the transactions of the batch's logs.
     pub transactions: Vec<TransactionRow>,
+    /// Blocks of the batch whose logs were read from their receipts (`receipt_blocks`, counted by
+    /// `logslice status`).
+    pub receipt_blocks: Vec<BlockNumber>,
 }
 
 /// A contract created by a factory, as `factory_children` records it.
@@ -220,6 +223,8 @@ pub struct RollbackReport {
     pub blocks: u64,
     /// Factory children forgotten (their creating log was orphaned).
     pub children: u64,
+    /// Blocks read from receipts forgotten (`receipt_blocks`).
+    pub receipt_blocks: u64,
 }
 
 /// A contract as the database records it, for `logslice status`: read-only, no config needed.
@@ -470,6 +475,16 @@ impl Sink {
     /// [`Error::Query`].
     pub async fn last_reorg(&self) -> Result<Option<String>, Error> {
         self.meta(META_LAST_REORG).await
+    }
+
+    /// How many stored blocks had their logs read from their receipts (over the node's result cap for one
+    /// address and topic0): the rows of `receipt_blocks`, written with those logs and rolled back with
+    /// them.
+    ///
+    /// # Errors
+    /// [`Error::Query`]; [`Error::Invalid`] when the count is not a number.
+    pub async fn receipt_blocks(&self) -> Result<u64, Error> {
+        read::receipt_blocks(self).await
     }
 
     /// Every contract the database records, in name order, with its checkpoint and the row count of each

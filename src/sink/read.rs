@@ -250,6 +250,21 @@ pub(super) async fn chain_id(sink: &Sink) -> Result<Option<u64>, Error> {
     }
 }
 
+/// The rows of `receipt_blocks`: stored blocks whose logs were read from their receipts.
+pub(super) async fn receipt_blocks(sink: &Sink) -> Result<u64, Error> {
+    let rows = sink
+        .fetch(
+            "counting blocks read from receipts",
+            "SELECT CAST(count(*) AS TEXT) FROM receipt_blocks",
+            &[],
+        )
+        .await?;
+    match rows.into_iter().next() {
+        Some(cells) => Record::new("receipt_blocks", cells).number("count(*)", "a row count"),
+        None => Ok(0),
+    }
+}
+
 /// A `contracts` record, read and checked, with its checkpoint.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct ContractRecord {

@@ -164,6 +164,9 @@ pub(super) fn check(tables: &[TableSpec], batch: &Batch) -> Result<(), Error> {
             MAX_INDEX,
         )?;
     }
+    for &block in &batch.receipt_blocks {
+        int("receipt_blocks", block, "block_number", block, i64::MAX)?;
+    }
     for checkpoint in &batch.checkpoints {
         let row = format!("contract = {:?}", checkpoint.contract);
         int(
@@ -293,6 +296,14 @@ pub(super) fn bookkeeping(tables: &[TableSpec], batch: &Batch) -> Vec<Statement>
             ],
         ));
     }
+    for &block in &batch.receipt_blocks {
+        statements.push(Statement::new(
+            "counting a block read from receipts",
+            "INSERT INTO receipt_blocks (block_number) VALUES ($1) \
+             ON CONFLICT (block_number) DO NOTHING",
+            vec![Param::Int(to_i64(block))],
+        ));
+    }
     for checkpoint in &batch.checkpoints {
         statements.push(Statement::new(
             "moving a checkpoint",
@@ -336,6 +347,12 @@ pub(super) async fn rollback(
         "forgetting orphaned factory children",
         "factory_children",
     ));
+    // A block read from receipts that is orphaned no longer counts; its replacement counts when committed,
+    // if it is read from receipts too.
+    statements.push(delete_above(
+        "forgetting orphaned blocks read from receipts",
+        "receipt_blocks",
+    ));
     statements.push(Statement::new(
         "moving checkpoints back",
         "UPDATE checkpoints SET block_number = $1 WHERE block_number > $1",
@@ -357,6 +374,7 @@ pub(super) async fn rollback(
         typed_rows: deleted[1..=n_typed].iter().sum(),
         blocks: deleted[n_typed + 1],
         children: deleted[n_typed + 2],
+        receipt_blocks: deleted[n_typed + 3],
     })
 }
 
@@ -399,6 +417,13 @@ pub(super) async fn reindex(
             statements.push(Statement::new("forgetting a contract", sql, vec![name]));
         }
     }
+    // A block read from receipts counts while any of its logs is stored.
+    statements.push(Statement::new(
+        "forgetting blocks read from receipts without a stored log",
+        "DELETE FROM receipt_blocks WHERE NOT EXISTS \
+         (SELECT 1 FROM logs WHERE logs.block_number = receipt_blocks.block_number)",
+        Vec::new(),
+    ));
     // Transactions whose every stored log went with the reindexed contracts go too.
     if super::transactions::table_exists(sink).await? {
         statements.push(super::transactions::cleanup());

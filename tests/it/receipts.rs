@@ -3,12 +3,18 @@
 //! when served, else one `eth_getTransactionReceipt` per transaction), and the database must equal the
 //! ground truth on SQLite and on Postgres: alone, in a run, at the head under `run` and through a reorg that
 //! replaces one. A node that serves no receipts stops the sync with exit 65 and nothing partial committed.
+//! `logslice status` counts the stored blocks read from receipts, and a rollback forgets the orphaned ones.
+
+use std::path::Path;
 
 use logslice::devnode::{DevNodeConfig, OvercapConfig};
 use logslice::pipeline::{self, Target};
 
+use logslice::sink::ReindexSpec;
+
 use crate::both_backends;
 use crate::follow::start_daemon;
+use crate::postgres_sink::{batch, contract, everything_table, prepared, Backend as PgBackend};
 use crate::support::{self, all_contracts, assert_db_matches_truth, node_config, Backend, Workdir};
 
 /// A chain of `blocks` blocks with single over-cap blocks at `singles` and a run of `run`, each 11,000
@@ -28,6 +34,23 @@ fn overcap_chain(
     };
     config.chain.block_receipts = block_receipts;
     config
+}
+
+/// What `logslice status` reports as stored blocks read from receipts (JSON `receipt_blocks`), checking the
+/// text form says the same.
+async fn status_receipt_blocks(path: &Path) -> u64 {
+    let config = logslice::config::load(path).expect("config");
+    let report = logslice::status::gather(&config, ToString::to_string)
+        .await
+        .expect("status");
+    let json = serde_json::to_value(&report).expect("json");
+    let n_blocks = json["receipt_blocks"].as_u64().expect("receipt_blocks");
+    let text = report.to_string();
+    assert!(
+        text.contains(&format!("receipts    {n_blocks} block")),
+        "{text}"
+    );
+    n_blocks
 }
 
 /// Syncs every example contract to `target` and compares every table with the truth; returns the report.
@@ -50,6 +73,7 @@ async fn sync_exact(config: DevNodeConfig, backend: Backend, target: u64) -> pip
         report.receipt_blocks, in_range,
         "one receipts read per over-cap block"
     );
+    assert_eq!(status_receipt_blocks(&path).await, in_range);
     report
 }
 
@@ -122,6 +146,7 @@ async fn a_node_without_receipts_stops_with_exit_65_and_nothing_partial(backend:
     .await;
     assert_eq!(above, vec![vec!["0".to_string()]]);
     assert_db_matches_truth(&work, &truth, &all_contracts(), committed as u64).await;
+    assert_eq!(status_receipt_blocks(&path).await, 0);
 }
 both_backends!(a_node_without_receipts_stops_with_exit_65_and_nothing_partial);
 
@@ -157,6 +182,13 @@ async fn over_cap_blocks_at_the_head_under_run(backend: Backend) {
     daemon.reaches(head).await;
     assert_ne!(truth.block(2_003).expect("block 2003").hash, orphaned);
     assert_db_matches_truth(&work, &truth, &all_contracts(), head).await;
+    // The orphaned 2,003 no longer counts, its replacement (over the cap too) does: once each.
+    let over_cap = truth
+        .overcap_blocks()
+        .iter()
+        .filter(|&&b| b <= head)
+        .count() as u64;
+    assert_eq!(status_receipt_blocks(&path).await, over_cap);
     let stopped = daemon.stop().await;
     assert!(
         matches!(stopped, Err(pipeline::Error::Interrupted)),
@@ -195,3 +227,42 @@ async fn a_block_reorganised_while_its_receipts_are_read_is_read_again(backend: 
     assert_eq!(orphaned, vec![vec!["0".to_string()]]);
 }
 both_backends!(a_block_reorganised_while_its_receipts_are_read_is_read_again);
+
+/// Goal: the count of blocks read from receipts follows the logs: written in their batch's transaction, a
+/// rollback forgets the blocks above the ancestor (a replacement that is not over the cap must not count),
+/// a reindex the blocks left without a stored log. Method: the sink alone, batches naming blocks 12 and 18.
+async fn a_rollback_forgets_orphaned_blocks_read_from_receipts(backend: PgBackend) {
+    let mut db = prepared(backend).await;
+    let mut first = batch(10..=20);
+    first.receipt_blocks = vec![12, 18];
+    db.sink.commit(&first).await.expect("commit");
+    assert_eq!(db.sink.receipt_blocks().await.expect("count"), 2);
+    // Committing the same blocks again (a batch retried) counts them once.
+    db.sink.commit(&first).await.expect("commit again");
+    assert_eq!(db.sink.receipt_blocks().await.expect("count"), 2);
+    let rolled = db.sink.rollback(15, "test").await.expect("rollback");
+    assert_eq!(rolled.receipt_blocks, 1);
+    assert_eq!(db.sink.receipt_blocks().await.expect("count"), 1);
+    // The replacement of 16..=20 came from eth_getLogs.
+    db.sink.commit(&batch(16..=20)).await.expect("commit");
+    assert_eq!(db.sink.receipt_blocks().await.expect("count"), 1);
+    db.sink
+        .reindex(&[ReindexSpec {
+            name: contract().name,
+            addresses: contract().addresses,
+            tables: vec![everything_table().name],
+        }])
+        .await
+        .expect("reindex");
+    assert_eq!(db.sink.receipt_blocks().await.expect("count"), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rollback_forgets_orphaned_blocks_read_from_receipts_in_sqlite() {
+    a_rollback_forgets_orphaned_blocks_read_from_receipts(PgBackend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rollback_forgets_orphaned_blocks_read_from_receipts_in_postgres() {
+    a_rollback_forgets_orphaned_blocks_read_from_receipts(PgBackend::Postgres).await;
+}

@@ -3,7 +3,8 @@
 //! 2^64 and 2^128, NULL `to_address` for creations, NULL max fees for legacy transactions); full blocks read
 //! only for blocks with logs, none when off; a reorg replaces the rows of the orphaned blocks; switching it
 //! on for a database that holds logs is refused naming `--reindex`; with `transaction_receipts = true` also
-//! `status` and `gas_used`, one receipt read per row.
+//! `status` and `gas_used`: one `eth_getBlockReceipts` per block where the node serves it, else one receipt
+//! read per row.
 
 use std::collections::BTreeSet;
 
@@ -237,6 +238,48 @@ async fn a_reorg_replaces_the_transactions_of_orphaned_blocks(backend: Backend) 
     );
 }
 both_backends!(a_reorg_replaces_the_transactions_of_orphaned_blocks);
+
+/// Goal: with `transaction_receipts = true` on a node serving `eth_getBlockReceipts`, receipts are read one
+/// block at a time (no `eth_getTransactionReceipt` at all) and the table equals the ground truth, also after
+/// a reorg replaced blocks. Method: sync to the head, reorg 5 blocks, mine 2, sync again; count the calls.
+async fn receipts_come_from_block_receipts_where_the_node_serves_them(backend: Backend) {
+    let mut config = node_config(BLOCKS);
+    config.chain.density = 5.0;
+    config.chain.block_receipts = true;
+    let node = support::start(config).await;
+    let truth = node.truth();
+    let sync_extra = "transactions = true\ntransaction_receipts = true";
+    let (work, _) = synced(&node, backend, sync_extra, Target::Latest).await;
+    assert_db_matches_truth(&work, &truth, &all_contracts(), BLOCKS).await;
+    assert_transactions_match(&work, &truth, BLOCKS, Receipts::With).await;
+    let blocks: BTreeSet<u64> = support::expected_logs(&truth, &all_contracts(), BLOCKS)
+        .iter()
+        .map(|(log, _)| log.block_number)
+        .collect();
+    let stats = node.stats();
+    assert_eq!(
+        stats.ok("eth_getBlockReceipts"),
+        blocks.len() as u64,
+        "one eth_getBlockReceipts per block with logs: {}",
+        stats.summary()
+    );
+    assert_eq!(
+        stats.calls("eth_getTransactionReceipt"),
+        0,
+        "{}",
+        stats.summary()
+    );
+    node.reorg(5);
+    let head = node.mine(2);
+    let path = work.dir.path().join("config.toml");
+    support::sync(&path, Target::Latest)
+        .await
+        .expect("sync succeeds");
+    assert_db_matches_truth(&work, &truth, &all_contracts(), head).await;
+    assert_transactions_match(&work, &truth, head, Receipts::With).await;
+    assert_eq!(node.stats().calls("eth_getTransactionReceipt"), 0);
+}
+both_backends!(receipts_come_from_block_receipts_where_the_node_serves_them);
 
 /// Switching the table (or its receipt columns) on for a database whose logs were indexed without it is
 /// refused naming `--reindex`; receipts without the table are a config error.
