@@ -455,7 +455,12 @@ pub(crate) async fn fetch_block_by_filters(
         // transactions, its receipts) read it, where halving the filter takes two or more, and a block over
         // the cap for one address takes several refusals before it comes to the receipts anyway.
         tracing::debug!(block, "over the cap: reading the block's receipts");
-        return receipts::read_block(client, gate, block, &selection).await;
+        let logs = receipts::read_block(client, gate, block, &selection).await?;
+        return Ok(Fetched {
+            range: BlockRange::single(block),
+            logs,
+            receipt_blocks: vec![block],
+        });
     }
     let whole = selection.clone();
     let mut pending = FuturesUnordered::new();

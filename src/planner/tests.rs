@@ -215,7 +215,10 @@ fn a_range_the_survey_misjudged_splits_at_its_surveyed_midpoint_and_its_pieces_b
     // learned span, never across the surveyed midpoint.
     let first = planner.next_range().expect("the first piece");
     assert_eq!(first.start(), next.start());
-    assert!(first.end() < 349, "{first}: cut by the learned span, not the distrusted survey");
+    assert!(
+        first.end() < 349,
+        "{first}: cut by the learned span, not the distrusted survey"
+    );
     let mut piece = first;
     while piece.end() < 349 {
         piece = planner.next_range().expect("more of the first half");
