@@ -570,7 +570,7 @@ fn render(args: &BenchArgs, phases: &[Phase], lower_bound: Option<u64>, blocks: 
     for p in phases.iter().filter(|p| p.report.receipt_blocks > 0) {
         let _ = writeln!(
             out,
-            "{}: {} blocks over the cap for one address and topic0 read from their receipts",
+            "{}: {} blocks over the result cap read from their receipts",
             p.name, p.report.receipt_blocks
         );
     }

@@ -56,7 +56,7 @@ pub const REORGS: &str = "logslice_reorgs_total";
 pub const TOPIC_ONLY_REQUESTS: &str = "logslice_topic_only_requests_total";
 /// Counter: logs of other contracts carried by topic-only answers and dropped.
 pub const FOREIGN_LOGS: &str = "logslice_foreign_logs_dropped_total";
-/// Counter: blocks read from their receipts (over the cap for one address and topic0, `fetch::receipts`).
+/// Counter: blocks read from their receipts (over the result cap: for one address and topic0, or for the whole selection once the node is known to serve `eth_getBlockReceipts`; `fetch::receipts`).
 pub const RECEIPT_BLOCKS: &str = "logslice_receipt_blocks_total";
 /// Gauge: blocks rolled back by the last reorg (the follower sets it).
 pub const ROLLBACK_DEPTH_BLOCKS: &str = "logslice_rollback_depth_blocks";
@@ -138,7 +138,7 @@ fn describe() {
         (RETRIES, "requests retried after a transient failure"),
         (
             RECEIPT_BLOCKS,
-            "blocks read from their receipts (over the result cap for one address and topic0)",
+            "blocks read from their receipts (over the result cap)",
         ),
         (
             TOPIC_ONLY_REQUESTS,

@@ -80,8 +80,8 @@ pub struct Report {
     pub chain_id: Option<u64>,
     /// The last reorg the follower recorded (`meta.last_reorg`); `None`: none seen.
     pub last_reorg: Option<String>,
-    /// Stored blocks whose logs were read from their receipts (over the node's result cap for one address
-    /// and topic0); `None` when the database does not exist.
+    /// Stored blocks whose logs were read from their receipts (over the node's result cap); `None` when the
+    /// database does not exist.
     pub receipt_blocks: Option<u64>,
     /// The node.
     pub node: NodeStatus,
