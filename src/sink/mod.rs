@@ -592,11 +592,11 @@ impl Encoder {
         };
         let mut bookkeeping = write::bookkeeping(&self.tables, batch);
         if !batch.transactions.is_empty() {
-            let numeric_cast = match self.backend {
-                EncoderBackend::Sqlite => "",
-                EncoderBackend::Postgres => "::numeric",
+            let placeholders = match self.backend {
+                EncoderBackend::Sqlite => transactions::Placeholders::Sqlite,
+                EncoderBackend::Postgres => transactions::Placeholders::Postgres,
             };
-            bookkeeping.extend(transactions::inserts(&batch.transactions, numeric_cast));
+            bookkeeping.extend(transactions::inserts(&batch.transactions, placeholders));
         }
         if !batch.removed.is_empty() && self.transactions_table {
             // A removed log may have been its transaction's last stored one.

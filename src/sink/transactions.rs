@@ -88,9 +88,19 @@ pub struct TransactionRow {
     pub gas_used: Option<U256>,
 }
 
-/// The statements inserting `rows` (idempotent on `(block_number, transaction_index)`); `numeric_cast` is
-/// what turns a decimal text parameter into the column's type (`::numeric` on Postgres, nothing on SQLite).
-pub(super) fn inserts(rows: &[TransactionRow], numeric_cast: &str) -> Vec<Statement> {
+/// How an insert statement writes its parameters, per backend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Placeholders {
+    /// Anonymous `?`, bound in order. SQLite parses `$n` as a *named* parameter and looks each name up in a
+    /// list (and sqlx asks each one's name back): with 17 parameters per row and 500 rows per statement
+    /// that was quadratic, 70% of the in-process benchmark's CPU with the table on (`docs/BENCHMARKS.md`).
+    Sqlite,
+    /// `$n`, with `::numeric` turning a decimal text parameter into the column's type.
+    Postgres,
+}
+
+/// The statements inserting `rows` (idempotent on `(block_number, transaction_index)`).
+pub(super) fn inserts(rows: &[TransactionRow], placeholders: Placeholders) -> Vec<Statement> {
     const COLUMNS: &str =
         "block_number, transaction_index, transaction_hash, block_hash, block_timestamp, \
                            from_address, to_address, value, gas, gas_price, max_fee_per_gas, \
@@ -125,25 +135,26 @@ pub(super) fn inserts(rows: &[TransactionRow], numeric_cast: &str) -> Vec<Statem
                     row.status.map(|ok| Param::Int(i64::from(ok))),
                     opt_decimal(&row.gas_used),
                 ];
-                let mut placeholders = Vec::with_capacity(N_COLUMNS);
+                let mut cells_sql = Vec::with_capacity(N_COLUMNS);
                 for (column, cell) in cells.into_iter().enumerate() {
                     match cell {
                         // NULL is written as such: a bound NULL has no type Postgres could check.
-                        None => placeholders.push("NULL".to_owned()),
+                        None => cells_sql.push("NULL".to_owned()),
                         Some(param) => {
                             params.push(param);
                             let n = params.len();
-                            let cast = if NUMERIC.contains(&column) {
-                                numeric_cast
-                            } else {
-                                ""
-                            };
-                            placeholders.push(format!("${n}{cast}"));
+                            cells_sql.push(match placeholders {
+                                Placeholders::Sqlite => "?".to_owned(),
+                                Placeholders::Postgres if NUMERIC.contains(&column) => {
+                                    format!("${n}::numeric")
+                                }
+                                Placeholders::Postgres => format!("${n}"),
+                            });
                         }
                     }
                 }
                 debug_assert!(params.len() > first);
-                values.push(format!("({})", placeholders.join(", ")));
+                values.push(format!("({})", cells_sql.join(", ")));
             }
             Statement::new(
                 "inserting transactions",
@@ -346,7 +357,17 @@ mod tests {
             status: None,
             gas_used: None,
         };
-        let statements = inserts(&[row], "::numeric");
+        // SQLite: anonymous parameters in the same order (no named-parameter lookups).
+        let sqlite = inserts(std::slice::from_ref(&row), Placeholders::Sqlite);
+        assert!(
+            sqlite[0]
+                .sql
+                .contains("(?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, NULL, NULL, ?, ?, ?, NULL, NULL)"),
+            "{}",
+            sqlite[0].sql
+        );
+        assert!(!sqlite[0].sql.contains('$'));
+        let statements = inserts(&[row], Placeholders::Postgres);
         assert_eq!(statements.len(), 1);
         let sql = &statements[0].sql;
         assert!(sql.contains("($1, $2, $3, $4, $5, $6, NULL, $7::numeric, $8::numeric, $9::numeric, NULL, NULL, $10::numeric, $11, $12, NULL, NULL)"), "{sql}");

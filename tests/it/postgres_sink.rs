@@ -733,6 +733,7 @@ async fn schemas_with_the_same_tables_do_not_interfere() {
                 "factory_children",
                 "logs",
                 "meta",
+                "receipt_blocks",
                 // Created by migration 0005 whatever `[sync] transactions` says; empty while it is off.
                 "transactions"
             ]
