@@ -47,6 +47,8 @@ pub(super) const DIALECT: Dialect = Dialect {
     columns_sql: "SELECT name, type FROM pragma_table_info($1)",
     table_exists_sql:
         "SELECT CAST(count(*) AS TEXT) FROM sqlite_master WHERE type = 'table' AND name = $1",
+    index_exists_sql:
+        "SELECT CAST(count(*) AS TEXT) FROM sqlite_master WHERE type = 'index' AND name = $1",
     typed_key: |_| format!("UNIQUE ({TYPED_KEY})"),
     max_table_name: None,
 };
@@ -149,8 +151,13 @@ impl SqliteSink {
             .map_err(query_error(doing))
     }
 
-    /// Runs `statements` in one transaction; the rows each affected.
-    pub(super) async fn transaction(&self, statements: &[Statement]) -> Result<Vec<u64>, Error> {
+    /// Runs `statements` in one transaction, then awaits `before_commit` (a test's hold, see
+    /// `super::indexes`) and commits; the rows each statement affected.
+    pub(super) async fn transaction(
+        &self,
+        statements: &[Statement],
+        before_commit: impl std::future::Future<Output = ()>,
+    ) -> Result<Vec<u64>, Error> {
         let mut tx = self
             .pool
             .begin()
@@ -160,6 +167,7 @@ impl SqliteSink {
         for statement in statements {
             affected.push(run(&mut tx, statement).await?);
         }
+        before_commit.await;
         tx.commit()
             .await
             .map_err(query_error("committing a transaction"))?;
