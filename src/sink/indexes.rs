@@ -160,6 +160,22 @@ pub(super) async fn build(sink: &Sink) -> Result<Vec<(String, std::time::Duratio
     sink.transaction(&[set_meta(META_INDEX_BUILD_STARTED, now.to_string())])
         .await?;
     let hold = std::env::var_os(HOLD_ENV).is_some();
+    let session = sink.dialect().index_build_session;
+    if let Some((before, _)) = session {
+        sink.fetch("preparing an index build", before, &[]).await?;
+    }
+    let built = build_each(sink, &deferred, hold).await;
+    if let Some((_, after)) = session {
+        sink.fetch("ending an index build", after, &[]).await?;
+    }
+    built
+}
+
+async fn build_each(
+    sink: &Sink,
+    deferred: &[String],
+    hold: bool,
+) -> Result<Vec<(String, std::time::Duration)>, Error> {
     let mut built = Vec::new();
     for (i, name) in deferred.iter().enumerate() {
         let index = secondary(name).expect("state() accepts known names only");

@@ -90,6 +90,7 @@ pub(super) const DIALECT: Dialect = Dialect {
                        WHERE table_schema = current_schema() AND table_name = $1",
     index_exists_sql: "SELECT CAST(count(*) AS TEXT) FROM pg_indexes \
                        WHERE schemaname = current_schema() AND indexname = $1",
+    index_build_session: None,
     typed_key: |table| {
         format!(
             "CONSTRAINT {} UNIQUE ({TYPED_KEY})",

@@ -49,6 +49,10 @@ pub(super) const DIALECT: Dialect = Dialect {
         "SELECT CAST(count(*) AS TEXT) FROM sqlite_master WHERE type = 'table' AND name = $1",
     index_exists_sql:
         "SELECT CAST(count(*) AS TEXT) FROM sqlite_master WHERE type = 'index' AND name = $1",
+    // The writer keeps temporary data in memory (statement journals of the bulk inserts), but an index
+    // build sorts every row of its table there: measured, 150 MB more at a million logs. On disk, the
+    // sort's memory stays within the page cache whatever the table's size.
+    index_build_session: Some(("PRAGMA temp_store = FILE", "PRAGMA temp_store = MEMORY")),
     typed_key: |_| format!("UNIQUE ({TYPED_KEY})"),
     max_table_name: None,
 };
