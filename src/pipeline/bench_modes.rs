@@ -91,7 +91,7 @@ pub async fn store_only(
             // Encoding is timed, as it was when the writer did it: the figure stays comparable.
             let encoded = sink.encoder().encode(&batch).map_err(db_error)?;
             let committing = Instant::now();
-            sink.commit_encoded(&batch, &encoded)
+            sink.commit_encoded(&batch, encoded)
                 .await
                 .map_err(db_error)?;
             busy += started.elapsed();

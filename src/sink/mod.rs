@@ -16,6 +16,7 @@ mod postgres;
 mod prepare;
 mod read;
 mod sqlite;
+mod sqlite_rows;
 mod sqlite_wal;
 mod timestamps;
 mod transactions;
@@ -387,7 +388,7 @@ impl Sink {
     /// Cancel safe: a transaction dropped before its commit rolls back.
     pub async fn commit(&mut self, batch: &Batch) -> Result<(), Error> {
         let encoded = self.encoder().encode(batch)?;
-        self.commit_encoded(batch, &encoded).await
+        self.commit_encoded(batch, encoded).await
     }
 
     /// What encodes batches for this sink as it is now prepared ([`Sink::prepare`],
@@ -412,11 +413,13 @@ impl Sink {
     ///
     /// # Cancel safety
     /// Cancel safe: a transaction dropped before its commit rolls back.
-    pub async fn commit_encoded(&mut self, batch: &Batch, encoded: &Encoded) -> Result<(), Error> {
-        match (self, &encoded.rows) {
-            (Sink::Sqlite(s), EncodedRows::Sqlite) => s.commit(batch, &encoded.bookkeeping).await,
+    pub async fn commit_encoded(&mut self, batch: &Batch, encoded: Encoded) -> Result<(), Error> {
+        match (self, encoded.rows) {
+            (Sink::Sqlite(s), EncodedRows::Sqlite(inserts)) => {
+                s.commit(inserts, &encoded.bookkeeping).await
+            }
             (Sink::Postgres(s), EncodedRows::Postgres(copy)) => {
-                s.commit(batch, copy, &encoded.bookkeeping).await
+                s.commit(batch, &copy, &encoded.bookkeeping).await
             }
             _ => Err(Error::Malformed(
                 "a batch encoded for another backend (a bug in logslice)".into(),
@@ -588,7 +591,8 @@ impl Sink {
 }
 
 /// Encodes batches for one sink ([`Sink::encoder`]): checks them, and builds their statements and rows in
-/// the form the backend writes (Postgres: binary COPY buffers). Pure and `Send`, so it runs off the writer.
+/// the form the backend writes (SQLite: each multi-row INSERT's SQL and bound values; Postgres: binary
+/// COPY buffers). Pure and `Send`, so it runs off the writer.
 #[derive(Debug, Clone)]
 pub struct Encoder {
     backend: EncoderBackend,
@@ -613,8 +617,9 @@ impl Encoder {
         write::check(&self.tables, batch)?;
         write::check_timestamps(self.timestamps, batch)?;
         let rows = match self.backend {
-            // SQLite's statements bind the batch's values as they run (not moved off the writer yet).
-            EncoderBackend::Sqlite => EncodedRows::Sqlite,
+            EncoderBackend::Sqlite => {
+                EncodedRows::Sqlite(sqlite_rows::encode(&self.tables, self.timestamps, batch)?)
+            }
             EncoderBackend::Postgres => {
                 EncodedRows::Postgres(pg_copy::encode(&self.tables, self.timestamps, batch)?)
             }
@@ -644,7 +649,7 @@ pub struct Encoded {
 
 #[derive(Debug)]
 enum EncodedRows {
-    Sqlite,
+    Sqlite(Vec<sqlite_rows::Insert>),
     Postgres(pg_copy::CopyBatch),
 }
 
