@@ -54,7 +54,7 @@ async fn main() {
         Box::new(ranges)
     };
     let started = Instant::now();
-    let report = logslice::pipeline::store_only(&config, ranges)
+    let report = logslice::pipeline::store_only(&config, head, ranges)
         .await
         .expect("the store-only run");
     let written = std::fs::read_to_string("/proc/self/io")

@@ -133,6 +133,10 @@ pub struct BenchArgs {
     /// With --transactions: also `transaction_receipts = true` (a receipt read per row).
     #[arg(long, requires = "transactions")]
     pub transaction_receipts: bool,
+    /// Maintain the secondary indexes row by row in every phase, instead of building them after the
+    /// backfill (`[sync] defer_indexes_min_blocks` above the chain's length).
+    #[arg(long)]
+    pub maintained_indexes: bool,
 }
 
 /// Why a benchmark failed.
@@ -283,6 +287,7 @@ pub async fn run(args: &BenchArgs) -> Result<String, Error> {
                 head_blocks,
                 pipeline::store_only(
                     &store_config,
+                    head,
                     truth_chunks(
                         truth.clone(),
                         head,
@@ -385,6 +390,9 @@ fn load_config(
     config.sync.block_timestamps = !args.no_timestamps;
     config.sync.transactions = args.transactions;
     config.sync.transaction_receipts = args.transaction_receipts;
+    if args.maintained_indexes {
+        config.sync.defer_indexes_min_blocks = u64::MAX;
+    }
     Ok(config)
 }
 
@@ -496,7 +504,7 @@ fn render(args: &BenchArgs, phases: &[Phase], lower_bound: Option<u64>, blocks: 
     };
     let _ = writeln!(
         out,
-        "logslice bench: {blocks} blocks, {logs} logs (preset {:?}, seed {}, density {}), latency {latency}, max_concurrency {}, database {}, block timestamps {}, transactions table {}",
+        "logslice bench: {blocks} blocks, {logs} logs (preset {:?}, seed {}, density {}), latency {latency}, max_concurrency {}, database {}, block timestamps {}, transactions table {}, secondary indexes {}",
         args.preset,
         args.seed,
         args.preset
@@ -513,6 +521,11 @@ fn render(args: &BenchArgs, phases: &[Phase], lower_bound: Option<u64>, blocks: 
             (false, _) => "off",
             (true, false) => "on",
             (true, true) => "on, with receipts",
+        },
+        if args.maintained_indexes {
+            "maintained row by row"
+        } else {
+            "built after the backfill"
         },
     );
     let _ = writeln!(

@@ -7,13 +7,13 @@
 //! Nothing here writes: the database is opened only when it exists, and only read. The node and the
 //! database appear only in their redacted forms.
 
-use std::time::Duration;
+use std::time::{Duration, UNIX_EPOCH};
 
 use serde::Serialize;
 
 use crate::config::{Config, DatabaseUrl, NodeConfig};
 use crate::pipeline::{self, Node, Target};
-use crate::sink::ContractStatus;
+use crate::sink::{ContractStatus, IndexState};
 
 /// The longest `status` and `check` wait for one answer of the node.
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -69,6 +69,38 @@ pub struct FactoryStatus {
     pub children: u64,
 }
 
+/// The secondary indexes (`interface.md`: `status` says when an index build is running).
+#[derive(Debug, Clone, Serialize)]
+pub struct IndexStatus {
+    /// `built` (every index is there), `pending` (deferred for a backfill, built when it reaches its
+    /// target) or `building` (a build started and has not finished: running now in another process, or cut
+    /// short, then started again by the next `sync` or `run`).
+    pub state: &'static str,
+    /// The indexes not built yet.
+    pub deferred: Vec<String>,
+    /// When the build started, RFC 3339 UTC, while `building`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub build_started: Option<String>,
+}
+
+impl From<IndexState> for IndexStatus {
+    fn from(state: IndexState) -> Self {
+        let build_started = state.build_started.map(|secs| {
+            humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_secs(secs)).to_string()
+        });
+        let state_name = match (state.deferred.is_empty(), &build_started) {
+            (true, _) => "built",
+            (false, None) => "pending",
+            (false, Some(_)) => "building",
+        };
+        IndexStatus {
+            state: state_name,
+            deferred: state.deferred,
+            build_started: build_started.filter(|_| state_name == "building"),
+        }
+    }
+}
+
 /// The whole report.
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
@@ -83,6 +115,8 @@ pub struct Report {
     /// Stored blocks whose logs were read from their receipts (over the node's result cap); `None` when the
     /// database does not exist.
     pub receipt_blocks: Option<u64>,
+    /// The secondary indexes; `None` when the database does not exist.
+    pub indexes: Option<IndexStatus>,
     /// The node.
     pub node: NodeStatus,
     /// Every configured contract, then any the database alone records.
@@ -142,19 +176,20 @@ pub async fn gather(
         DatabaseUrl::Sqlite(path) => path.as_os_str() == ":memory:" || path.exists(),
         DatabaseUrl::Postgres(_) => true,
     };
-    let (database, chain_id, last_reorg, receipt_blocks, recorded) = if exists {
+    let (database, chain_id, last_reorg, receipt_blocks, indexes, recorded) = if exists {
         let (sink, display) = pipeline::open_sink(config).await?;
         let read = async {
             Ok::<_, crate::sink::Error>((
                 sink.chain_id().await?,
                 sink.last_reorg().await?,
                 sink.receipt_blocks().await?,
+                sink.index_state().await?,
                 sink.status().await?,
             ))
         }
         .await;
         sink.close().await;
-        let (chain_id, last_reorg, receipt_blocks, recorded) =
+        let (chain_id, last_reorg, receipt_blocks, indexes, recorded) =
             read.map_err(|source| pipeline::Error::Database {
                 database: display.clone(),
                 source,
@@ -164,6 +199,7 @@ pub async fn gather(
             chain_id,
             last_reorg,
             Some(receipt_blocks),
+            Some(IndexStatus::from(indexes)),
             recorded,
         )
     } else {
@@ -171,7 +207,7 @@ pub async fn gather(
             DatabaseUrl::Sqlite(path) => format!("sqlite://{}", path.display()),
             DatabaseUrl::Postgres(url) => url.to_string(),
         };
-        (display, None, None, None, Vec::new())
+        (display, None, None, None, None, Vec::new())
     };
     Ok(Report {
         database,
@@ -179,6 +215,7 @@ pub async fn gather(
         chain_id,
         last_reorg,
         receipt_blocks,
+        indexes,
         contracts: contracts(config, &recorded, node.head),
         node,
     })
@@ -288,6 +325,22 @@ impl std::fmt::Display for Report {
                 "receipts    {n_blocks} block{} read from receipts (over the node's result cap)",
                 if n_blocks == 1 { "" } else { "s" }
             )?;
+        }
+        if let Some(indexes) = &self.indexes {
+            let names = indexes.deferred.join(", ");
+            match (indexes.state, &indexes.build_started) {
+                ("building", Some(started)) => writeln!(
+                    f,
+                    "indexes     building since {started}: {names} (if no logslice is running, the build \
+                     was cut short and runs again at the next sync or run)"
+                )?,
+                ("built", _) => writeln!(f, "indexes     built")?,
+                _ => writeln!(
+                    f,
+                    "indexes     pending: {names} (deferred for the backfill; built when it reaches its \
+                     target)"
+                )?,
+            }
         }
         writeln!(f)?;
         let mut rows: Vec<[String; 6]> = vec![[

@@ -158,6 +158,10 @@ pub struct SyncConfig {
     pub max_queued_batches: usize,
     /// `max_reorg_depth`, default 128.
     pub max_reorg_depth: u64,
+    /// `defer_indexes_min_blocks`, default 10000: a backfill of at least this many blocks, and of at least
+    /// as many as the database already covers, drops the secondary indexes and builds them once it reaches
+    /// its target, instead of maintaining them row by row.
+    pub defer_indexes_min_blocks: u64,
     /// `poll_interval`, default 2s.
     pub poll_interval: Duration,
     /// `shutdown_grace`, default 10s.

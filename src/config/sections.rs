@@ -43,6 +43,10 @@ pub const DEFAULT_MAX_BATCH_LOGS: usize = 5000;
 pub const DEFAULT_MAX_QUEUED_BATCHES: usize = 2;
 /// `sync.max_reorg_depth`.
 pub const DEFAULT_MAX_REORG_DEPTH: u64 = 128;
+/// `sync.defer_indexes_min_blocks`: about a day and a half of Ethereum mainnet. Shorter catch-ups (a cron
+/// `sync` every few minutes, a daemon back after a short outage) keep the indexes; building them again over
+/// the rows already stored would cost more than the backfill saves. See `pipeline::indexes`.
+pub const DEFAULT_DEFER_INDEXES_MIN_BLOCKS: u64 = 10_000;
 /// `sync.poll_interval`.
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(2);
 /// `sync.shutdown_grace`.
@@ -74,6 +78,7 @@ const SYNC_KEYS: &[&str] = &[
     "max_batch_logs",
     "max_queued_batches",
     "max_reorg_depth",
+    "defer_indexes_min_blocks",
     "poll_interval",
     "shutdown_grace",
     "strict",
@@ -381,6 +386,13 @@ pub(super) fn sync(reader: &mut Reader<'_>, table: &Table) -> SyncConfig {
             1,
         ),
         max_reorg_depth,
+        defer_indexes_min_blocks: reader.int(
+            table,
+            S,
+            "defer_indexes_min_blocks",
+            DEFAULT_DEFER_INDEXES_MIN_BLOCKS,
+            1,
+        ),
         poll_interval: reader.duration(table, S, "poll_interval", DEFAULT_POLL_INTERVAL),
         shutdown_grace: reader.duration(table, S, "shutdown_grace", DEFAULT_SHUTDOWN_GRACE),
         strict: reader.bool(table, S, "strict", false),

@@ -141,7 +141,7 @@ impl<'a> super::Ctx<'a> {
                     return Ok(());
                 };
                 let committing = Instant::now();
-                sink.commit_encoded(&batch, &encoded)
+                sink.commit_encoded(&batch, encoded)
                     .await
                     .map_err(|source| Error::Database {
                         database: db.clone(),
@@ -161,7 +161,7 @@ impl<'a> super::Ctx<'a> {
                     ms = committing.elapsed().as_millis() as u64,
                     "committed"
                 );
-                drop((batch, encoded));
+                drop(batch);
                 release_freed_memory();
             }
         };

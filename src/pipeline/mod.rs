@@ -19,6 +19,7 @@ mod bench_modes;
 mod discover;
 mod enrich;
 mod head;
+mod indexes;
 mod job;
 mod near_head;
 mod node;

@@ -258,7 +258,20 @@ impl<'a> super::Ctx<'a> {
             .job
             .head_span_after(finalized, end)
             .map(|span| AbortOnDropHandle::new(tokio::spawn(self.read_head(span))));
+        // A long backfill builds the secondary indexes at its end instead of row by row; they are built
+        // before anything follows the head, also when an earlier run deferred them and stopped.
+        super::indexes::defer_for_backfill(
+            &mut self.sink,
+            &self.job,
+            finalized,
+            self.config.sync.defer_indexes_min_blocks,
+        )
+        .await
+        .map_err(self.db_error())?;
         self.backfill(finalized, cancel, report).await?;
+        super::indexes::build_deferred(&mut self.sink)
+            .await
+            .map_err(self.db_error())?;
         let mut last_problem = String::new();
         // Only a step that had to read again counts as an attempt; a committed step (one per contract that
         // joins above finality, at most) is progress.

@@ -8,6 +8,7 @@
 //! a default) and `write` (the statements of a batch's bookkeeping, a rollback and a reindex). `sqlite` and
 //! `postgres` hold only what differs: the dialect, the bulk inserts and connection handling.
 
+mod indexes;
 mod migrate;
 mod pg_copy;
 mod pg_unnest;
@@ -15,6 +16,7 @@ mod postgres;
 mod prepare;
 mod read;
 mod sqlite;
+mod sqlite_rows;
 mod sqlite_wal;
 mod timestamps;
 mod transactions;
@@ -30,6 +32,10 @@ use crate::primitives::{BlockNumber, BlockRange, Log, LogKey};
 use prepare::Dialect;
 use write::{Param, Statement};
 
+pub use indexes::{
+    IndexState, HOLD_ENV as HOLD_INDEX_BUILD_ENV, HOLD_MESSAGE as HOLD_INDEX_BUILD_MESSAGE,
+    META_DEFERRED_INDEXES, META_INDEX_BUILD_STARTED,
+};
 pub use postgres::{PostgresSink, COMMIT_ATTEMPTS};
 pub use sqlite::SqliteSink;
 pub use timestamps::{Timestamps, META_BLOCK_TIMESTAMPS};
@@ -387,7 +393,7 @@ impl Sink {
     /// Cancel safe: a transaction dropped before its commit rolls back.
     pub async fn commit(&mut self, batch: &Batch) -> Result<(), Error> {
         let encoded = self.encoder().encode(batch)?;
-        self.commit_encoded(batch, &encoded).await
+        self.commit_encoded(batch, encoded).await
     }
 
     /// What encodes batches for this sink as it is now prepared ([`Sink::prepare`],
@@ -412,11 +418,13 @@ impl Sink {
     ///
     /// # Cancel safety
     /// Cancel safe: a transaction dropped before its commit rolls back.
-    pub async fn commit_encoded(&mut self, batch: &Batch, encoded: &Encoded) -> Result<(), Error> {
-        match (self, &encoded.rows) {
-            (Sink::Sqlite(s), EncodedRows::Sqlite) => s.commit(batch, &encoded.bookkeeping).await,
+    pub async fn commit_encoded(&mut self, batch: &Batch, encoded: Encoded) -> Result<(), Error> {
+        match (self, encoded.rows) {
+            (Sink::Sqlite(s), EncodedRows::Sqlite(inserts)) => {
+                s.commit(inserts, &encoded.bookkeeping).await
+            }
             (Sink::Postgres(s), EncodedRows::Postgres(copy)) => {
-                s.commit(batch, copy, &encoded.bookkeeping).await
+                s.commit(batch, &copy, &encoded.bookkeeping).await
             }
             _ => Err(Error::Malformed(
                 "a batch encoded for another backend (a bug in logslice)".into(),
@@ -487,6 +495,36 @@ impl Sink {
         read::receipt_blocks(self).await
     }
 
+    /// Drops the secondary indexes (`logs (address, topic0, block_number)`, `transactions
+    /// (transaction_hash)`) and records them as deferred in `meta`, in one transaction, so that a long
+    /// backfill does not maintain them row by row; [`Sink::build_indexes`] builds them. Idempotent. The
+    /// names deferred.
+    ///
+    /// # Errors
+    /// [`Error::Query`]; [`Error::Invalid`] when `meta` names an unknown index. Nothing is then changed.
+    pub async fn defer_indexes(&mut self) -> Result<Vec<String>, Error> {
+        indexes::defer(self).await
+    }
+
+    /// Builds the deferred secondary indexes, each in one transaction with its removal from `meta` (a query
+    /// sees no index or a whole one), after recording in a transaction of its own when the build started
+    /// (for `status`). Each index built, with how long it took; nothing when none was deferred.
+    ///
+    /// # Errors
+    /// [`Error::Query`]; [`Error::Invalid`] as [`Sink::index_state`]. Indexes built before the error stay.
+    pub async fn build_indexes(&mut self) -> Result<Vec<(String, std::time::Duration)>, Error> {
+        indexes::build(self).await
+    }
+
+    /// The state of the secondary indexes: deferred ones, and whether a build of them started.
+    ///
+    /// # Errors
+    /// [`Error::Query`]; [`Error::Invalid`] when `meta` names an unknown index or a start time that is not a
+    /// number.
+    pub async fn index_state(&self) -> Result<IndexState, Error> {
+        indexes::state(self).await
+    }
+
     /// Every contract the database records, in name order, with its checkpoint and the row count of each
     /// event table. Read-only.
     ///
@@ -551,15 +589,25 @@ impl Sink {
 
     /// Runs `statements` in one transaction; the rows each affected.
     async fn transaction(&self, statements: &[Statement]) -> Result<Vec<u64>, Error> {
+        self.transaction_then(statements, async {}).await
+    }
+
+    /// [`Sink::transaction`], awaiting `before_commit` after the statements and before the commit.
+    async fn transaction_then(
+        &self,
+        statements: &[Statement],
+        before_commit: impl std::future::Future<Output = ()>,
+    ) -> Result<Vec<u64>, Error> {
         match self {
-            Sink::Sqlite(s) => s.transaction(statements).await,
-            Sink::Postgres(s) => s.transaction(statements).await,
+            Sink::Sqlite(s) => s.transaction(statements, before_commit).await,
+            Sink::Postgres(s) => s.transaction(statements, before_commit).await,
         }
     }
 }
 
 /// Encodes batches for one sink ([`Sink::encoder`]): checks them, and builds their statements and rows in
-/// the form the backend writes (Postgres: binary COPY buffers). Pure and `Send`, so it runs off the writer.
+/// the form the backend writes (SQLite: each multi-row INSERT's SQL and bound values; Postgres: binary
+/// COPY buffers). Pure and `Send`, so it runs off the writer.
 #[derive(Debug, Clone)]
 pub struct Encoder {
     backend: EncoderBackend,
@@ -584,8 +632,9 @@ impl Encoder {
         write::check(&self.tables, batch)?;
         write::check_timestamps(self.timestamps, batch)?;
         let rows = match self.backend {
-            // SQLite's statements bind the batch's values as they run (not moved off the writer yet).
-            EncoderBackend::Sqlite => EncodedRows::Sqlite,
+            EncoderBackend::Sqlite => {
+                EncodedRows::Sqlite(sqlite_rows::encode(&self.tables, self.timestamps, batch)?)
+            }
             EncoderBackend::Postgres => {
                 EncodedRows::Postgres(pg_copy::encode(&self.tables, self.timestamps, batch)?)
             }
@@ -615,7 +664,7 @@ pub struct Encoded {
 
 #[derive(Debug)]
 enum EncodedRows {
-    Sqlite,
+    Sqlite(Vec<sqlite_rows::Insert>),
     Postgres(pg_copy::CopyBatch),
 }
 

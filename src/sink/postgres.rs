@@ -88,6 +88,9 @@ pub(super) const DIALECT: Dialect = Dialect {
                   AND NOT a.attisdropped ORDER BY a.attnum",
     table_exists_sql: "SELECT CAST(count(*) AS TEXT) FROM information_schema.tables \
                        WHERE table_schema = current_schema() AND table_name = $1",
+    index_exists_sql: "SELECT CAST(count(*) AS TEXT) FROM pg_indexes \
+                       WHERE schemaname = current_schema() AND indexname = $1",
+    index_build_session: None,
     typed_key: |table| {
         format!(
             "CONSTRAINT {} UNIQUE ({TYPED_KEY})",
@@ -202,8 +205,13 @@ impl PostgresSink {
             .map_err(query_error(doing))
     }
 
-    /// Runs `statements` in one transaction; the rows each affected. Not retried: only a batch is.
-    pub(super) async fn transaction(&self, statements: &[Statement]) -> Result<Vec<u64>, Error> {
+    /// Runs `statements` in one transaction, then awaits `before_commit` (a test's hold, see
+    /// `super::indexes`) and commits; the rows each statement affected. Not retried: only a batch is.
+    pub(super) async fn transaction(
+        &self,
+        statements: &[Statement],
+        before_commit: impl std::future::Future<Output = ()>,
+    ) -> Result<Vec<u64>, Error> {
         let mut tx = self
             .pool
             .begin()
@@ -217,6 +225,7 @@ impl PostgresSink {
                 .map_err(query_error(statement.doing))?;
             affected.push(done.rows_affected());
         }
+        before_commit.await;
         tx.commit()
             .await
             .map_err(query_error("committing a transaction"))?;

@@ -25,6 +25,10 @@ pub(super) struct Dialect {
     pub columns_sql: &'static str,
     /// One row whose one column, as text, is `0` when table `$1` does not exist.
     pub table_exists_sql: &'static str,
+    /// One row whose one column, as text, is `0` when index `$1` does not exist.
+    pub index_exists_sql: &'static str,
+    /// Statements run on the writer's connection before and after building indexes (`sink::indexes`).
+    pub index_build_session: Option<(&'static str, &'static str)>,
     /// The clause declaring a typed table's unique key on [`super::TYPED_KEY`], given the table's name.
     pub typed_key: fn(&str) -> String,
     /// The database's name and the longest table name it keeps whole; `None`: no limit.

@@ -12,25 +12,15 @@ use sqlx::query::Query;
 use sqlx::sqlite::{
     SqliteArguments, SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous,
 };
-use sqlx::{ConnectOptions, QueryBuilder, Row, Sqlite, SqlitePool};
+use sqlx::{ConnectOptions, Row, Sqlite, SqlitePool};
 
-use crate::decode::{ColumnKind, Value};
-use crate::primitives::Log;
+use crate::decode::ColumnKind;
 
 use super::prepare::Dialect;
+use super::sqlite_rows::Insert;
 use super::sqlite_wal::{Checkpointer, BACKSTOP_FRAMES};
 use super::write::{Param, Statement};
-use super::{
-    hex, migrate, query_error, quote_ident, to_i64, Batch, Error, Rows, TableSpec, Timestamps,
-    TYPED_KEY,
-};
-
-/// SQLite's default limit on bound parameters per statement is 32,766; stay well under it while keeping
-/// statements large enough that per-statement overhead does not dominate.
-const MAX_BINDS_PER_STATEMENT: usize = 16_000;
-
-/// The fixed columns of every typed table, before the parameter columns.
-const TYPED_FIXED: &str = "block_number, block_hash, transaction_hash, log_index, address";
+use super::{migrate, query_error, Error, Rows, TableSpec, Timestamps, TYPED_KEY};
 
 /// SQLite's side of [`super::prepare`]. Types are compared as declared (`pragma_table_info` reports the
 /// `CREATE TABLE` text), and have been the same since the first typed table.
@@ -47,6 +37,12 @@ pub(super) const DIALECT: Dialect = Dialect {
     columns_sql: "SELECT name, type FROM pragma_table_info($1)",
     table_exists_sql:
         "SELECT CAST(count(*) AS TEXT) FROM sqlite_master WHERE type = 'table' AND name = $1",
+    index_exists_sql:
+        "SELECT CAST(count(*) AS TEXT) FROM sqlite_master WHERE type = 'index' AND name = $1",
+    // The writer keeps temporary data in memory (statement journals of the bulk inserts), but an index
+    // build sorts every row of its table there: measured, 150 MB more at a million logs. On disk, the
+    // sort's memory stays within the page cache whatever the table's size.
+    index_build_session: Some(("PRAGMA temp_store = FILE", "PRAGMA temp_store = MEMORY")),
     typed_key: |_| format!("UNIQUE ({TYPED_KEY})"),
     max_table_name: None,
 };
@@ -149,8 +145,13 @@ impl SqliteSink {
             .map_err(query_error(doing))
     }
 
-    /// Runs `statements` in one transaction; the rows each affected.
-    pub(super) async fn transaction(&self, statements: &[Statement]) -> Result<Vec<u64>, Error> {
+    /// Runs `statements` in one transaction, then awaits `before_commit` (a test's hold, see
+    /// `super::indexes`) and commits; the rows each statement affected.
+    pub(super) async fn transaction(
+        &self,
+        statements: &[Statement],
+        before_commit: impl std::future::Future<Output = ()>,
+    ) -> Result<Vec<u64>, Error> {
         let mut tx = self
             .pool
             .begin()
@@ -160,16 +161,18 @@ impl SqliteSink {
         for statement in statements {
             affected.push(run(&mut tx, statement).await?);
         }
+        before_commit.await;
         tx.commit()
             .await
             .map_err(query_error("committing a transaction"))?;
         Ok(affected)
     }
 
-    /// Commits a checked batch: its inserts, then `bookkeeping`, in one transaction.
+    /// Commits a checked batch: its `inserts` (built by [`super::sqlite_rows`] off the writer), then
+    /// `bookkeeping`, in one transaction.
     pub(super) async fn commit(
         &mut self,
-        batch: &Batch,
+        inserts: Vec<Insert>,
         bookkeeping: &[Statement],
     ) -> Result<(), Error> {
         if let Some(checkpointer) = &mut self.checkpointer {
@@ -180,75 +183,14 @@ impl SqliteSink {
             .begin()
             .await
             .map_err(query_error("starting a transaction"))?;
-        // `block_timestamp` rides at the end of the raw columns when stored (checked present for every log).
-        let stored = self.timestamps == Timestamps::Stored;
-        let raw_columns = 11 + usize::from(stored);
-        let timestamp_column = if stored { ", block_timestamp" } else { "" };
-        for chunk in statement_chunks(&batch.logs, MAX_BINDS_PER_STATEMENT / raw_columns) {
-            let mut insert: QueryBuilder<Sqlite> = QueryBuilder::new(format!(
-                "INSERT INTO logs (block_number, block_hash, transaction_hash, transaction_index, log_index, address, topic0, topic1, topic2, topic3, data{timestamp_column}) ",
-            ));
-            insert.push_values(chunk, |mut row, log| {
-                row.push_bind(to_i64(log.block_number))
-                    .push_bind(hex::encode(log.block_hash))
-                    .push_bind(hex::encode(log.transaction_hash))
-                    .push_bind(to_i64(log.transaction_index))
-                    .push_bind(to_i64(log.log_index))
-                    .push_bind(hex::encode(log.address));
-                for i in 0..4 {
-                    row.push_bind(log.topics.get(i).map(hex::encode));
-                }
-                row.push_bind(hex::encode(&log.data));
-                if stored {
-                    row.push_bind(log.block_timestamp.map(to_i64));
-                }
-            });
-            // interface.md: the database holds only canonical logs, so `(block_number, log_index)` is a
-            // log's identity (rows of an orphaned block are deleted before its replacement is written).
-            insert.push(" ON CONFLICT (block_number, log_index) DO NOTHING");
-            execute(&mut tx, insert, "inserting raw logs").await?;
-        }
-        for (table_idx, table) in self.tables.iter().enumerate() {
-            let rows = batch.typed_rows(table_idx);
-            if rows.is_empty() {
-                continue;
-            }
-            let n_columns = 5 + usize::from(stored) + table.columns.len();
-            let names: String = table
-                .columns
-                .iter()
-                .map(|c| format!(", {}", quote_ident(&c.name)))
-                .collect();
-            for chunk in statement_chunks(&rows, MAX_BINDS_PER_STATEMENT / n_columns) {
-                let mut insert: QueryBuilder<Sqlite> = QueryBuilder::new(format!(
-                    "INSERT INTO {} ({TYPED_FIXED}{timestamp_column}{names}) ",
-                    quote_ident(&table.name)
-                ));
-                insert.push_values(chunk, |mut row, typed| {
-                    let log: &Log = &batch.logs[typed.log];
-                    row.push_bind(to_i64(log.block_number))
-                        .push_bind(hex::encode(log.block_hash))
-                        .push_bind(hex::encode(log.transaction_hash))
-                        .push_bind(to_i64(log.log_index))
-                        .push_bind(hex::encode(log.address));
-                    if stored {
-                        row.push_bind(log.block_timestamp.map(to_i64));
-                    }
-                    for value in &typed.values {
-                        match value {
-                            Value::Int(i) => row.push_bind(*i),
-                            Value::BigInt(s) | Value::Text(s) | Value::Json(s) => {
-                                row.push_bind(s.clone())
-                            }
-                            Value::Bool(b) => row.push_bind(*b),
-                            Value::Bytes(b) => row.push_bind(b.clone()),
-                        };
-                    }
-                });
-                // No conflict target: the table's one unique key, whichever layout it was created with.
-                insert.push(" ON CONFLICT DO NOTHING");
-                execute(&mut tx, insert, "inserting typed rows").await?;
-            }
+        for insert in inserts {
+            // Prepared once per SQL text and kept for the next batch (the same row count gives the same
+            // SQL); the arguments were built in the decoding stage, so this only binds and steps.
+            sqlx::query_with(&insert.sql, insert.args)
+                .persistent(true)
+                .execute(&mut *tx)
+                .await
+                .map_err(query_error(insert.doing))?;
         }
         for statement in bookkeeping {
             run(&mut tx, statement).await?;
@@ -268,22 +210,6 @@ impl SqliteSink {
         }
         self.pool.close().await;
     }
-}
-
-/// Runs a multi-row INSERT in the batch's transaction, as a prepared statement SQLite keeps for the next
-/// batch (the same row count gives the same SQL).
-async fn execute(
-    tx: &mut sqlx::Transaction<'_, Sqlite>,
-    mut insert: QueryBuilder<'_, Sqlite>,
-    doing: &'static str,
-) -> Result<(), Error> {
-    insert
-        .build()
-        .persistent(true)
-        .execute(&mut **tx)
-        .await
-        .map(drop)
-        .map_err(query_error(doing))
 }
 
 /// Runs one shared statement in a transaction; the rows it affected.
@@ -308,27 +234,6 @@ fn bind<'q>(
     query
 }
 
-/// Splits rows into statements of at most `max` rows whose sizes are `max` or a power of two, so a table
-/// has a handful of distinct INSERT texts that stay in the prepared-statement cache: a remainder of any
-/// size would make a new statement (parsed and planned anew, thousands of placeholders) for every batch.
-fn statement_chunks<T>(rows: &[T], max: usize) -> impl Iterator<Item = &[T]> {
-    let max = max.max(1);
-    let mut rest = rows;
-    std::iter::from_fn(move || {
-        if rest.is_empty() {
-            return None;
-        }
-        let n = if rest.len() >= max {
-            max
-        } else {
-            1 << rest.len().ilog2()
-        };
-        let (chunk, tail) = rest.split_at(n);
-        rest = tail;
-        Some(chunk)
-    })
-}
-
 fn sql_type(kind: ColumnKind) -> &'static str {
     match kind {
         ColumnKind::Int64 | ColumnKind::Bool => "INTEGER",
@@ -339,22 +244,5 @@ fn sql_type(kind: ColumnKind) -> &'static str {
         | ColumnKind::Text
         | ColumnKind::Json
         | ColumnKind::TopicHash => "TEXT",
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::statement_chunks;
-
-    #[test]
-    fn statement_chunks_cover_every_row_once_with_few_distinct_sizes() {
-        for n in [0usize, 1, 2, 3, 7, 1000, 1454, 5000, 12_345] {
-            let rows: Vec<usize> = (0..n).collect();
-            let chunks: Vec<&[usize]> = statement_chunks(&rows, 1454).collect();
-            assert_eq!(chunks.concat(), rows);
-            assert!(chunks
-                .iter()
-                .all(|c| c.len() == 1454 || c.len().is_power_of_two()));
-        }
     }
 }

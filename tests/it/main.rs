@@ -9,6 +9,7 @@ mod factory;
 mod filters;
 mod finality;
 mod follow;
+mod indexes;
 mod migration;
 mod ops;
 mod pg;
