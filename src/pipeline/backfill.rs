@@ -8,7 +8,7 @@ use tokio_util::task::AbortOnDropHandle;
 
 use crate::fetch::{self, Fetched};
 use crate::primitives::{BlockNumber, BlockRange};
-use crate::sink::{Batch, Encoded, Timestamps, Transactions};
+use crate::sink::{self, Batch, Encoded, Encoder, OpenBatch, Timestamps, Transactions};
 
 use super::{enrich, joined, Error, SyncReport};
 
@@ -62,7 +62,7 @@ impl<'a> super::Ctx<'a> {
         // own thread (SQLite) or server (Postgres), so decoding and encoding here overlap them. Measured on
         // the default chain: decoding is about a tenth of the writer's time. One decoded batch waits at most,
         // and the next is gathered only once its place is free, so no more is held than before this stage.
-        let (decoded_tx, mut decoded_rx) = mpsc::channel::<(Batch, Encoded)>(1);
+        let (decoded_tx, mut decoded_rx) = mpsc::channel::<Part>(1);
         let decoding = async move {
             let mut decode_report = SyncReport::default();
             let outcome = loop {
@@ -117,47 +117,86 @@ impl<'a> super::Ctx<'a> {
                         break Err(err);
                     }
                 }
-                let encoded = match encoder.encode(&batch) {
-                    Ok(encoded) => encoded,
+                match send(
+                    &encoder,
+                    batch,
+                    place,
+                    &decoded_tx,
+                    config.sync.max_batch_logs,
+                )
+                .await
+                {
+                    Ok(true) => {}
+                    Ok(false) => break Ok(()), // the writer stopped; its error is the one to report
                     Err(source) => {
                         break Err(Error::Database {
                             database: db.clone(),
                             source,
                         })
                     }
-                };
-                place.send((batch, encoded));
+                }
             };
             (outcome, decode_report.undecodable)
         };
         let writing = async {
+            // The open transaction of a batch streamed in parts: since when, and the rows written so far.
+            let mut open: Option<(OpenBatch, Instant, u64, u64)> = None;
             loop {
                 let batch = tokio::select! {
                     biased;
                     _ = cancel.cancelled() => return Err(Error::Interrupted),
                     batch = decoded_rx.recv() => batch,
                 };
-                let Some((batch, encoded)) = batch else {
+                let Some(Part {
+                    batch,
+                    encoded,
+                    more,
+                }) = batch
+                else {
                     return Ok(());
                 };
-                let committing = Instant::now();
-                sink.commit_encoded(&batch, encoded)
-                    .await
-                    .map_err(|source| Error::Database {
-                        database: db.clone(),
-                        source,
-                    })?;
-                report.committed(&batch);
+                let db_error = |source| Error::Database {
+                    database: db.clone(),
+                    source,
+                };
+                let (logs, typed) = (batch.logs.len() as u64, batch.typed.len() as u64);
+                let (committing, logs, typed) = if more || open.is_some() {
+                    // A part of a batch streamed in several: written into the batch's open transaction, which
+                    // commits with the last part.
+                    if open.is_none() {
+                        let opened = sink.begin_batch().await.map_err(db_error)?;
+                        open = Some((opened, Instant::now(), 0, 0));
+                    }
+                    let (opened, _, logs_so_far, typed_so_far) =
+                        open.as_mut().expect("opened above");
+                    opened
+                        .write(sink, &batch, encoded)
+                        .await
+                        .map_err(db_error)?;
+                    *logs_so_far += logs;
+                    *typed_so_far += typed;
+                    if more {
+                        drop(batch);
+                        release_freed_memory();
+                        continue;
+                    }
+                    let (opened, began, logs, typed) = open.take().expect("opened above");
+                    opened.commit(sink).await.map_err(db_error)?;
+                    report.streamed_batches += 1;
+                    (began, logs, typed)
+                } else {
+                    let committing = Instant::now();
+                    sink.commit_encoded(&batch, encoded)
+                        .await
+                        .map_err(db_error)?;
+                    (committing, logs, typed)
+                };
+                report.committed(logs, typed);
                 // Logs a `progress` line or draws the bar; moves the clock `/health` reads.
-                observer.committed(
-                    batch.range,
-                    batch.logs.len() as u64,
-                    batch.typed.len() as u64,
-                    committing.elapsed(),
-                );
+                observer.committed(batch.range, logs, typed, committing.elapsed());
                 tracing::debug!(
                     range = %batch.range.map(|r| r.to_string()).unwrap_or_default(),
-                    logs = batch.logs.len(),
+                    logs,
                     ms = committing.elapsed().as_millis() as u64,
                     "committed"
                 );
@@ -208,6 +247,49 @@ impl<'a> super::Ctx<'a> {
 /// memory from the top of its heaps, so without this the resident set crept up by about 15 MB over the
 /// first third of a long backfill and stayed there (docs/BENCHMARKS.md, memory at 10x). Its cost did not
 /// show in the benchmark's throughput.
+/// What the decoding stage hands the writer: a batch, or one part of a batch streamed in several.
+struct Part {
+    batch: Batch,
+    encoded: Encoded,
+    /// More parts of the same batch follow: its transaction stays open.
+    more: bool,
+}
+
+/// Encodes `batch` and sends it to the writer through `place`: whole, or, when it is far over `part_logs`,
+/// in parts of `part_logs` logs ([`sink::streams`]), each encoded while the writer writes the one before, so that the batch's
+/// logs and typed rows are held once and only one part's encoding at a time beside them. False when the
+/// writer stopped.
+async fn send(
+    encoder: &Encoder,
+    mut batch: Batch,
+    mut place: mpsc::Permit<'_, Part>,
+    writer: &mpsc::Sender<Part>,
+    part_logs: usize,
+) -> Result<bool, sink::Error> {
+    if sink::streams(&batch, part_logs) {
+        while batch.logs.len() > part_logs {
+            let part = batch.split_part(part_logs);
+            let encoded = encoder.encode(&part)?;
+            place.send(Part {
+                batch: part,
+                encoded,
+                more: true,
+            });
+            place = match writer.reserve().await {
+                Ok(place) => place,
+                Err(_) => return Ok(false),
+            };
+        }
+    }
+    let encoded = encoder.encode(&batch)?;
+    place.send(Part {
+        batch,
+        encoded,
+        more: false,
+    });
+    Ok(true)
+}
+
 fn release_freed_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: `malloc_trim` only releases free pages of the allocator's own heaps; it is thread-safe (it
