@@ -106,10 +106,15 @@ impl<'a> super::Ctx<'a> {
                         break Err(err);
                     }
                 }
-                let mut batch = match job.build_batch(fetched, &mut decode_report) {
-                    Ok(batch) => batch,
-                    Err(err) => break Err(err),
-                };
+                // A batch far over max_batch_logs is decoded, encoded and written in parts
+                // ([`sink::streams`]): its typed rows are built part by part in `send`.
+                let mut batch = job.gather_batch(fetched);
+                if !sink::streams(&batch, config.sync.max_batch_logs) {
+                    batch.typed = match job.decode(&batch.logs, &mut decode_report) {
+                        Ok(typed) => typed,
+                        Err(err) => break Err(err),
+                    };
+                }
                 // The transactions of its logs are read while the previous batch commits.
                 if job.transactions != Transactions::Omitted {
                     let filled = super::transactions::fill(&node, &mut batch, job.transactions);
@@ -117,23 +122,17 @@ impl<'a> super::Ctx<'a> {
                         break Err(err);
                     }
                 }
-                match send(
-                    &encoder,
-                    batch,
-                    place,
-                    &decoded_tx,
-                    config.sync.max_batch_logs,
-                )
-                .await
-                {
+                let sender = Sender {
+                    job,
+                    encoder: &encoder,
+                    writer: &decoded_tx,
+                    part_logs: config.sync.max_batch_logs,
+                    db,
+                };
+                match sender.send(batch, place, &mut decode_report).await {
                     Ok(true) => {}
                     Ok(false) => break Ok(()), // the writer stopped; its error is the one to report
-                    Err(source) => {
-                        break Err(Error::Database {
-                            database: db.clone(),
-                            source,
-                        })
-                    }
+                    Err(err) => break Err(err),
                 }
             };
             (outcome, decode_report.undecodable)
@@ -255,39 +254,60 @@ struct Part {
     more: bool,
 }
 
-/// Encodes `batch` and sends it to the writer through `place`: whole, or, when it is far over `part_logs`,
-/// in parts of `part_logs` logs ([`sink::streams`]), each encoded while the writer writes the one before, so that the batch's
-/// logs and typed rows are held once and only one part's encoding at a time beside them. False when the
-/// writer stopped.
-async fn send(
-    encoder: &Encoder,
-    mut batch: Batch,
-    mut place: mpsc::Permit<'_, Part>,
-    writer: &mpsc::Sender<Part>,
+/// What the decoding stage needs to hand a batch to the writer.
+struct Sender<'a> {
+    job: &'a super::Job,
+    encoder: &'a Encoder,
+    writer: &'a mpsc::Sender<Part>,
     part_logs: usize,
-) -> Result<bool, sink::Error> {
-    if sink::streams(&batch, part_logs) {
-        while batch.logs.len() > part_logs {
-            let part = batch.split_part(part_logs);
-            let encoded = encoder.encode(&part)?;
-            place.send(Part {
-                batch: part,
-                encoded,
-                more: true,
-            });
-            place = match writer.reserve().await {
-                Ok(place) => place,
-                Err(_) => return Ok(false),
-            };
+    db: &'a str,
+}
+
+impl Sender<'_> {
+    /// Encodes `batch` and sends it to the writer through `place`: whole, or, when it is far over
+    /// `part_logs` ([`sink::streams`]: then it comes without typed rows), in parts of `part_logs` logs, each
+    /// decoded and encoded while the writer writes the one before, so that only the batch's logs are held
+    /// whole. False when the writer stopped.
+    async fn send(
+        &self,
+        mut batch: Batch,
+        mut place: mpsc::Permit<'_, Part>,
+        report: &mut SyncReport,
+    ) -> Result<bool, Error> {
+        if sink::streams(&batch, self.part_logs) {
+            while batch.logs.len() > self.part_logs {
+                let mut part = batch.split_part(self.part_logs);
+                part.typed = self.job.decode(&part.logs, report)?;
+                let encoded = self.encode(&part)?;
+                place.send(Part {
+                    batch: part,
+                    encoded,
+                    more: true,
+                });
+                place = match self.writer.reserve().await {
+                    Ok(place) => place,
+                    Err(_) => return Ok(false),
+                };
+            }
+            batch.typed = self.job.decode(&batch.logs, report)?;
         }
+        let encoded = self.encode(&batch)?;
+        place.send(Part {
+            batch,
+            encoded,
+            more: false,
+        });
+        Ok(true)
     }
-    let encoded = encoder.encode(&batch)?;
-    place.send(Part {
-        batch,
-        encoded,
-        more: false,
-    });
-    Ok(true)
+
+    fn encode(&self, batch: &Batch) -> Result<Encoded, Error> {
+        self.encoder
+            .encode(batch)
+            .map_err(|source| Error::Database {
+                database: self.db.to_string(),
+                source,
+            })
+    }
 }
 
 fn release_freed_memory() {
