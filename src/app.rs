@@ -148,6 +148,12 @@ fn summary_notes(report: &pipeline::SyncReport) -> String {
             report.receipt_blocks
         ));
     }
+    if report.streamed_batches > 0 {
+        notes.push_str(&format!(
+            "; {} batches too large to encode whole written in parts",
+            report.streamed_batches
+        ));
+    }
     if report.undecodable > 0 {
         notes.push_str(&format!(
             "; {} logs kept raw only (did not decode)",

@@ -8,7 +8,7 @@ use tokio_util::task::AbortOnDropHandle;
 
 use crate::fetch::{self, Fetched};
 use crate::primitives::{BlockNumber, BlockRange};
-use crate::sink::{Batch, Encoded, Timestamps, Transactions};
+use crate::sink::{self, Batch, Encoded, Encoder, OpenBatch, Timestamps, Transactions};
 
 use super::{enrich, joined, Error, SyncReport};
 
@@ -62,7 +62,7 @@ impl<'a> super::Ctx<'a> {
         // own thread (SQLite) or server (Postgres), so decoding and encoding here overlap them. Measured on
         // the default chain: decoding is about a tenth of the writer's time. One decoded batch waits at most,
         // and the next is gathered only once its place is free, so no more is held than before this stage.
-        let (decoded_tx, mut decoded_rx) = mpsc::channel::<(Batch, Encoded)>(1);
+        let (decoded_tx, mut decoded_rx) = mpsc::channel::<Part>(1);
         let decoding = async move {
             let mut decode_report = SyncReport::default();
             let outcome = loop {
@@ -106,10 +106,15 @@ impl<'a> super::Ctx<'a> {
                         break Err(err);
                     }
                 }
-                let mut batch = match job.build_batch(fetched, &mut decode_report) {
-                    Ok(batch) => batch,
-                    Err(err) => break Err(err),
-                };
+                // A batch far over max_batch_logs is decoded, encoded and written in parts
+                // ([`sink::streams`]): its typed rows are built part by part in `send`.
+                let mut batch = job.gather_batch(fetched);
+                if !sink::streams(&batch, config.sync.max_batch_logs) {
+                    batch.typed = match job.decode(&batch.logs, &mut decode_report) {
+                        Ok(typed) => typed,
+                        Err(err) => break Err(err),
+                    };
+                }
                 // The transactions of its logs are read while the previous batch commits.
                 if job.transactions != Transactions::Omitted {
                     let filled = super::transactions::fill(&node, &mut batch, job.transactions);
@@ -117,47 +122,80 @@ impl<'a> super::Ctx<'a> {
                         break Err(err);
                     }
                 }
-                let encoded = match encoder.encode(&batch) {
-                    Ok(encoded) => encoded,
-                    Err(source) => {
-                        break Err(Error::Database {
-                            database: db.clone(),
-                            source,
-                        })
-                    }
+                let sender = Sender {
+                    job,
+                    encoder: &encoder,
+                    writer: &decoded_tx,
+                    part_logs: config.sync.max_batch_logs,
+                    db,
                 };
-                place.send((batch, encoded));
+                match sender.send(batch, place, &mut decode_report).await {
+                    Ok(true) => {}
+                    Ok(false) => break Ok(()), // the writer stopped; its error is the one to report
+                    Err(err) => break Err(err),
+                }
             };
             (outcome, decode_report.undecodable)
         };
         let writing = async {
+            // The open transaction of a batch streamed in parts: since when, and the rows written so far.
+            let mut open: Option<(OpenBatch, Instant, u64, u64)> = None;
             loop {
                 let batch = tokio::select! {
                     biased;
                     _ = cancel.cancelled() => return Err(Error::Interrupted),
                     batch = decoded_rx.recv() => batch,
                 };
-                let Some((batch, encoded)) = batch else {
+                let Some(Part {
+                    batch,
+                    encoded,
+                    more,
+                }) = batch
+                else {
                     return Ok(());
                 };
-                let committing = Instant::now();
-                sink.commit_encoded(&batch, encoded)
-                    .await
-                    .map_err(|source| Error::Database {
-                        database: db.clone(),
-                        source,
-                    })?;
-                report.committed(&batch);
+                let db_error = |source| Error::Database {
+                    database: db.clone(),
+                    source,
+                };
+                let (logs, typed) = (batch.logs.len() as u64, batch.typed.len() as u64);
+                let (committing, logs, typed) = if more || open.is_some() {
+                    // A part of a batch streamed in several: written into the batch's open transaction, which
+                    // commits with the last part.
+                    if open.is_none() {
+                        let opened = sink.begin_batch().await.map_err(db_error)?;
+                        open = Some((opened, Instant::now(), 0, 0));
+                    }
+                    let (opened, _, logs_so_far, typed_so_far) =
+                        open.as_mut().expect("opened above");
+                    opened
+                        .write(sink, &batch, encoded)
+                        .await
+                        .map_err(db_error)?;
+                    *logs_so_far += logs;
+                    *typed_so_far += typed;
+                    if more {
+                        drop(batch);
+                        release_freed_memory();
+                        continue;
+                    }
+                    let (opened, began, logs, typed) = open.take().expect("opened above");
+                    opened.commit(sink).await.map_err(db_error)?;
+                    report.streamed_batches += 1;
+                    (began, logs, typed)
+                } else {
+                    let committing = Instant::now();
+                    sink.commit_encoded(&batch, encoded)
+                        .await
+                        .map_err(db_error)?;
+                    (committing, logs, typed)
+                };
+                report.committed(logs, typed);
                 // Logs a `progress` line or draws the bar; moves the clock `/health` reads.
-                observer.committed(
-                    batch.range,
-                    batch.logs.len() as u64,
-                    batch.typed.len() as u64,
-                    committing.elapsed(),
-                );
+                observer.committed(batch.range, logs, typed, committing.elapsed());
                 tracing::debug!(
                     range = %batch.range.map(|r| r.to_string()).unwrap_or_default(),
-                    logs = batch.logs.len(),
+                    logs,
                     ms = committing.elapsed().as_millis() as u64,
                     "committed"
                 );
@@ -208,6 +246,70 @@ impl<'a> super::Ctx<'a> {
 /// memory from the top of its heaps, so without this the resident set crept up by about 15 MB over the
 /// first third of a long backfill and stayed there (docs/BENCHMARKS.md, memory at 10x). Its cost did not
 /// show in the benchmark's throughput.
+/// What the decoding stage hands the writer: a batch, or one part of a batch streamed in several.
+struct Part {
+    batch: Batch,
+    encoded: Encoded,
+    /// More parts of the same batch follow: its transaction stays open.
+    more: bool,
+}
+
+/// What the decoding stage needs to hand a batch to the writer.
+struct Sender<'a> {
+    job: &'a super::Job,
+    encoder: &'a Encoder,
+    writer: &'a mpsc::Sender<Part>,
+    part_logs: usize,
+    db: &'a str,
+}
+
+impl Sender<'_> {
+    /// Encodes `batch` and sends it to the writer through `place`: whole, or, when it is far over
+    /// `part_logs` ([`sink::streams`]: then it comes without typed rows), in parts of `part_logs` logs, each
+    /// decoded and encoded while the writer writes the one before, so that only the batch's logs are held
+    /// whole. False when the writer stopped.
+    async fn send(
+        &self,
+        mut batch: Batch,
+        mut place: mpsc::Permit<'_, Part>,
+        report: &mut SyncReport,
+    ) -> Result<bool, Error> {
+        if sink::streams(&batch, self.part_logs) {
+            while batch.logs.len() > self.part_logs {
+                let mut part = batch.split_part(self.part_logs);
+                part.typed = self.job.decode(&part.logs, report)?;
+                let encoded = self.encode(&part)?;
+                place.send(Part {
+                    batch: part,
+                    encoded,
+                    more: true,
+                });
+                place = match self.writer.reserve().await {
+                    Ok(place) => place,
+                    Err(_) => return Ok(false),
+                };
+            }
+            batch.typed = self.job.decode(&batch.logs, report)?;
+        }
+        let encoded = self.encode(&batch)?;
+        place.send(Part {
+            batch,
+            encoded,
+            more: false,
+        });
+        Ok(true)
+    }
+
+    fn encode(&self, batch: &Batch) -> Result<Encoded, Error> {
+        self.encoder
+            .encode(batch)
+            .map_err(|source| Error::Database {
+                database: self.db.to_string(),
+                source,
+            })
+    }
+}
+
 fn release_freed_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: `malloc_trim` only releases free pages of the allocator's own heaps; it is thread-safe (it

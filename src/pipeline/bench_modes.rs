@@ -101,7 +101,7 @@ pub async fn store_only(
                 ms = committing.elapsed().as_millis() as u64,
                 "committed"
             );
-            report.committed(&batch);
+            report.committed(batch.logs.len() as u64, batch.typed.len() as u64);
             n_logs = 0;
         }
     }
@@ -159,7 +159,7 @@ pub async fn naive_sync(config: &Config, target: Target, span: u64) -> Result<Sy
                 let mut batch = job.build_batch(fetched, &mut report)?;
                 super::transactions::fill(&node, &mut batch, job.transactions).await?;
                 sink.commit(&batch).await.map_err(db_error)?;
-                report.committed(&batch);
+                report.committed(batch.logs.len() as u64, batch.typed.len() as u64);
             }
             Err(fetch::Error::Split(_)) => {
                 if let Some((first, rest)) = range.halve() {
@@ -183,7 +183,7 @@ pub async fn naive_sync(config: &Config, target: Target, span: u64) -> Result<Sy
                     let mut batch = job.build_batch(fetched, &mut report)?;
                     super::transactions::fill(&node, &mut batch, job.transactions).await?;
                     sink.commit(&batch).await.map_err(db_error)?;
-                    report.committed(&batch);
+                    report.committed(batch.logs.len() as u64, batch.typed.len() as u64);
                 }
             }
             Err(err) => return Err(node.error()(err)),

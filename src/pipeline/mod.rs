@@ -35,7 +35,7 @@ use crate::fetch;
 use crate::observe::Observer;
 use crate::primitives::BlockNumber;
 use crate::rpc::{self, BlockTag};
-use crate::sink::{self, Batch, PostgresSink, Sink, SqliteSink};
+use crate::sink::{self, PostgresSink, Sink, SqliteSink};
 
 /// How far `sync` goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -120,6 +120,9 @@ pub struct SyncReport {
     pub typed_rows: u64,
     /// Batches committed.
     pub batches: u64,
+    /// Of them, batches too large to encode whole, written in parts of one transaction
+    /// (`sink::streams`).
+    pub streamed_batches: u64,
     /// Logs that matched an event's topic0 but did not decode (kept raw only; `sync.strict` stops instead).
     pub undecodable: u64,
     /// Requests sent, errors seen, retries, splits.
@@ -146,10 +149,10 @@ pub struct SyncReport {
 
 impl SyncReport {
     /// Counts a committed batch.
-    fn committed(&mut self, batch: &Batch) {
+    fn committed(&mut self, logs: u64, typed_rows: u64) {
         self.batches += 1;
-        self.logs += batch.logs.len() as u64;
-        self.typed_rows += batch.typed.len() as u64;
+        self.logs += logs;
+        self.typed_rows += typed_rows;
     }
 }
 

@@ -222,14 +222,21 @@ impl<'a> super::Ctx<'a> {
                 }
             }
             let committing = Instant::now();
-            self.sink.commit(&batch).await.map_err(self.db_error())?;
-            self.observer.committed(
+            let (range, logs, typed) = (
                 batch.range,
                 batch.logs.len() as u64,
                 batch.typed.len() as u64,
-                committing.elapsed(),
             );
-            report.committed(&batch);
+            if crate::sink::streams(&batch, self.config.sync.max_batch_logs) {
+                report.streamed_batches += 1;
+            }
+            self.sink
+                .commit_in_parts(batch, self.config.sync.max_batch_logs)
+                .await
+                .map_err(self.db_error())?;
+            self.observer
+                .committed(range, logs, typed, committing.elapsed());
+            report.committed(logs, typed);
             self.job.advance(to);
             self.publish();
             from = to + 1;

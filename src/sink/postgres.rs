@@ -91,6 +91,9 @@ pub(super) const DIALECT: Dialect = Dialect {
     index_exists_sql: "SELECT CAST(count(*) AS TEXT) FROM pg_indexes \
                        WHERE schemaname = current_schema() AND indexname = $1",
     index_build_session: None,
+    // The build sorts every row of its table; with the stock 64 MB it spills to disk at about a million
+    // logs. Only for the build's transaction, on the server's side.
+    index_build_local: Some("SET LOCAL maintenance_work_mem = '256MB'"),
     typed_key: |table| {
         format!(
             "CONSTRAINT {} UNIQUE ({TYPED_KEY})",
@@ -271,45 +274,53 @@ impl PostgresSink {
         }
     }
 
-    /// One attempt: the whole batch in one transaction, or nothing. When no table it writes holds a row in
-    /// the batch's blocks (a backfill's batch: always, but after a crash or for a contract joining below
-    /// another's checkpoint), its rows are streamed with binary COPY, which has no conflict handling;
-    /// otherwise the conflict-checked UNNEST inserts keep what is there (a replay of a committed batch, or
-    /// a retry after a connection lost during a `COMMIT` that landed). One writer per schema, so nothing
-    /// else adds rows between the check and the COPY.
+    /// One attempt: the whole batch in one transaction, or nothing.
     async fn try_commit(
         &self,
         batch: &Batch,
         copy: &CopyBatch,
         bookkeeping: &[Statement],
     ) -> Result<(), (&'static str, sqlx::Error)> {
-        let mut tx = self
-            .pool
+        let mut tx = self.begin_batch().await?;
+        let occupied = match copy.span {
+            Some((low, high)) => occupied(&mut tx, copy, low, high).await?,
+            None => false,
+        };
+        self.write(&mut tx, batch, copy, bookkeeping, occupied)
+            .await?;
+        tx.commit().await.map_err(|e| ("committing a batch", e))
+    }
+
+    /// Starts the transaction of a batch.
+    pub(super) async fn begin_batch(
+        &self,
+    ) -> Result<sqlx::Transaction<'static, Postgres>, (&'static str, sqlx::Error)> {
+        self.pool
             .begin()
             .await
-            .map_err(|e| ("starting a transaction", e))?;
-        if let Some((low, high)) = copy.span {
-            let exists: Vec<String> = copy
-                .copies
-                .iter()
-                .map(|c| {
-                    format!(
-                        "EXISTS (SELECT 1 FROM {} WHERE block_number BETWEEN $1 AND $2)",
-                        c.table
-                    )
-                })
-                .collect();
-            let occupied: bool = sqlx::query_scalar(&format!("SELECT {}", exists.join(" OR ")))
-                .bind(low)
-                .bind(high)
-                .fetch_one(&mut *tx)
-                .await
-                .map_err(|e| ("looking for rows in the batch's blocks", e))?;
+            .map_err(|e| ("starting a transaction", e))
+    }
+
+    /// Writes a batch (or a part of one): its rows, then `bookkeeping`. When no table it writes held a row
+    /// in the batch's blocks as its transaction began (`occupied` false: a backfill's batch, always, but not
+    /// after a crash or for a contract joining below another's checkpoint), the rows are streamed with
+    /// binary COPY, which has no conflict handling; otherwise the conflict-checked UNNEST inserts keep what
+    /// is there (a replay of a committed batch, or a retry after a connection lost during a `COMMIT` that
+    /// landed). One writer per schema, so nothing else adds rows between the check and the COPY.
+    pub(super) async fn write(
+        &self,
+        tx: &mut sqlx::Transaction<'static, Postgres>,
+        batch: &Batch,
+        copy: &CopyBatch,
+        bookkeeping: &[Statement],
+        occupied: bool,
+    ) -> Result<(), (&'static str, sqlx::Error)> {
+        if copy.span.is_some() {
             if occupied {
                 let inserts = inserts(&self.tables, self.timestamps, batch)
                     .expect("the batch was encoded for COPY, so every value fits its column");
                 for insert in &inserts {
-                    insert_unnest(&mut tx, insert).await?;
+                    insert_unnest(tx, insert).await?;
                 }
             } else {
                 for copy in &copy.copies {
@@ -327,11 +338,11 @@ impl PostgresSink {
         }
         for statement in bookkeeping {
             bind(sqlx::query(&statement.sql), &statement.params)
-                .execute(&mut *tx)
+                .execute(&mut **tx)
                 .await
                 .map_err(|e| (statement.doing, e))?;
         }
-        tx.commit().await.map_err(|e| ("committing a batch", e))
+        Ok(())
     }
 
     pub(super) async fn close(self) {
@@ -340,6 +351,31 @@ impl PostgresSink {
 }
 
 /// The column type of a parameter, spelled as Postgres's `format_type` prints it (so `prepare` can compare).
+/// Whether any table `copy` writes holds a row in blocks `low..=high`.
+pub(super) async fn occupied(
+    tx: &mut sqlx::Transaction<'static, Postgres>,
+    copy: &CopyBatch,
+    low: i64,
+    high: i64,
+) -> Result<bool, (&'static str, sqlx::Error)> {
+    let exists: Vec<String> = copy
+        .copies
+        .iter()
+        .map(|c| {
+            format!(
+                "EXISTS (SELECT 1 FROM {} WHERE block_number BETWEEN $1 AND $2)",
+                c.table
+            )
+        })
+        .collect();
+    sqlx::query_scalar(&format!("SELECT {}", exists.join(" OR ")))
+        .bind(low)
+        .bind(high)
+        .fetch_one(&mut **tx)
+        .await
+        .map_err(|e| ("looking for rows in the batch's blocks", e))
+}
+
 fn sql_type(kind: ColumnKind) -> &'static str {
     match kind {
         // interface.md: uint*/int* exact, NUMERIC(78,0) (78 digits hold every uint256 and int256).

@@ -43,6 +43,7 @@ pub(super) const DIALECT: Dialect = Dialect {
     // build sorts every row of its table there: measured, 150 MB more at a million logs. On disk, the
     // sort's memory stays within the page cache whatever the table's size.
     index_build_session: Some(("PRAGMA temp_store = FILE", "PRAGMA temp_store = MEMORY")),
+    index_build_local: None,
     typed_key: |_| format!("UNIQUE ({TYPED_KEY})"),
     max_table_name: None,
 };
@@ -175,26 +176,29 @@ impl SqliteSink {
         inserts: Vec<Insert>,
         bookkeeping: &[Statement],
     ) -> Result<(), Error> {
+        let mut tx = self.begin_batch().await?;
+        write(&mut tx, inserts, bookkeeping).await?;
+        self.commit_batch(tx).await
+    }
+
+    /// Starts the transaction of a batch (once the WAL checkpointer allows).
+    pub(super) async fn begin_batch(
+        &mut self,
+    ) -> Result<sqlx::Transaction<'static, Sqlite>, Error> {
         if let Some(checkpointer) = &mut self.checkpointer {
             checkpointer.before_transaction().await;
         }
-        let mut tx = self
-            .pool
+        self.pool
             .begin()
             .await
-            .map_err(query_error("starting a transaction"))?;
-        for insert in inserts {
-            // Prepared once per SQL text and kept for the next batch (the same row count gives the same
-            // SQL); the arguments were built in the decoding stage, so this only binds and steps.
-            sqlx::query_with(&insert.sql, insert.args)
-                .persistent(true)
-                .execute(&mut *tx)
-                .await
-                .map_err(query_error(insert.doing))?;
-        }
-        for statement in bookkeeping {
-            run(&mut tx, statement).await?;
-        }
+            .map_err(query_error("starting a transaction"))
+    }
+
+    /// Commits a batch's transaction and tells the WAL checkpointer.
+    pub(super) async fn commit_batch(
+        &self,
+        tx: sqlx::Transaction<'static, Sqlite>,
+    ) -> Result<(), Error> {
         tx.commit()
             .await
             .map_err(query_error("committing a batch"))?;
@@ -210,6 +214,27 @@ impl SqliteSink {
         }
         self.pool.close().await;
     }
+}
+
+/// Writes a batch (or a part of one): its `inserts`, then `bookkeeping`.
+pub(super) async fn write(
+    tx: &mut sqlx::Transaction<'static, Sqlite>,
+    inserts: Vec<Insert>,
+    bookkeeping: &[Statement],
+) -> Result<(), Error> {
+    for insert in inserts {
+        // Prepared once per SQL text and kept for the next batch (the same row count gives the same SQL);
+        // the arguments were built in the decoding stage, so this only binds and steps.
+        sqlx::query_with(&insert.sql, insert.args)
+            .persistent(true)
+            .execute(&mut **tx)
+            .await
+            .map_err(query_error(insert.doing))?;
+    }
+    for statement in bookkeeping {
+        run(tx, statement).await?;
+    }
+    Ok(())
 }
 
 /// Runs one shared statement in a transaction; the rows it affected.

@@ -12,6 +12,7 @@ mod follow;
 mod indexes;
 mod migration;
 mod ops;
+mod parts;
 mod pg;
 mod postgres_sink;
 mod rate;

@@ -20,7 +20,7 @@ use crate::support::{self, all_contracts, assert_db_matches_truth, node_config, 
 /// A chain of `blocks` blocks with single over-cap blocks at `singles` and a run of `run`, each 11,000
 /// `Transfer` logs of `token_a` beside the block's usual logs; `block_receipts` says whether the node serves
 /// `eth_getBlockReceipts`.
-fn overcap_chain(
+pub(crate) fn overcap_chain(
     blocks: u64,
     singles: &[u64],
     run: Option<(u64, u64)>,

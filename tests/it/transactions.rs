@@ -20,7 +20,7 @@ const TARGET: u64 = 1_500;
 
 /// Whether the rows carry their receipts' `status` and `gas_used`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Receipts {
+pub(crate) enum Receipts {
     With,
     Without,
 }
@@ -117,7 +117,7 @@ async fn db_rows(work: &Workdir) -> Vec<String> {
 
 /// Asserts the table equals the ground truth row by row, and that the rows compared hold the shapes that
 /// matter (values above 2^64 and 2^128, a creation, a legacy transaction).
-async fn assert_transactions_match(
+pub(crate) async fn assert_transactions_match(
     work: &Workdir,
     truth: &GroundTruth,
     to: u64,
