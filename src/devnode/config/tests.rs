@@ -1,0 +1,107 @@
+use super::*;
+
+#[test]
+fn a_bare_sim_url_gives_the_defaults() {
+    assert_eq!(
+        DevNodeConfig::from_sim_url("sim://"),
+        Ok(DevNodeConfig::default())
+    );
+    assert_eq!(
+        DevNodeConfig::from_sim_url("sim:///"),
+        Ok(DevNodeConfig::default())
+    );
+}
+
+#[test]
+fn sim_url_options_map_to_fields() {
+    let cfg = DevNodeConfig::from_sim_url(
+        "sim://?seed=9&blocks=5000&fault-429=0.5&latency=10ms&too_many_style=alchemy&max_rps=20&key=k",
+    )
+    .expect("valid options");
+    assert_eq!(cfg.seed, 9);
+    assert_eq!(cfg.chain.blocks, 5000);
+    assert_eq!(cfg.faults.http_429, 0.5);
+    assert_eq!(cfg.faults.latency, Duration::from_millis(10));
+    assert_eq!(cfg.limits.too_many_style, TooManyStyle::Alchemy);
+    assert_eq!(cfg.faults.max_rps, Some(20));
+    assert_eq!(cfg.key, "k");
+}
+
+#[test]
+fn the_anon_contract_is_off_unless_switched_on() {
+    assert!(!DevNodeConfig::default().chain.anon_contract);
+    let on = DevNodeConfig::from_sim_url("sim://?anon_contract=on").expect("valid option");
+    assert!(on.chain.anon_contract);
+    let off = DevNodeConfig::from_sim_url("sim://?anon-contract=off").expect("valid option");
+    assert_eq!(off, DevNodeConfig::default());
+    let err = DevNodeConfig::from_sim_url("sim://?anon_contract=maybe").expect_err("no switch");
+    assert!(
+        err.contains("anon_contract") && err.contains("on or off"),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_factory_is_off_unless_switched_on_or_given_children() {
+    assert_eq!(DevNodeConfig::default().chain.factory, None);
+    let on = DevNodeConfig::from_sim_url("sim://?factory=on").expect("valid option");
+    assert_eq!(on.chain.factory, Some(FactoryConfig::default()));
+    let sized = DevNodeConfig::from_sim_url("sim://?factory_bursts=2&factory-children=40")
+        .expect("valid options");
+    assert_eq!(
+        sized.chain.factory,
+        Some(FactoryConfig {
+            children: 40,
+            bursts: 2
+        })
+    );
+    let off = DevNodeConfig::from_sim_url("sim://?factory_children=40&factory=off")
+        .expect("valid options");
+    assert_eq!(off, DevNodeConfig::default());
+    let none = DevNodeConfig::from_sim_url("sim://?factory_children=0").expect("valid option");
+    assert_eq!(none.chain.factory, None);
+    let err = DevNodeConfig::from_sim_url("sim://?factory_children=many").expect_err("no number");
+    assert!(err.contains("factory_children"), "{err}");
+    let preset =
+        DevNodeConfig::from_sim_url("sim://?preset=factory&blocks=20000").expect("valid options");
+    assert_eq!(
+        preset.chain,
+        ChainConfig {
+            blocks: 20_000,
+            ..ChainConfig::factory_preset()
+        }
+    );
+    let err = DevNodeConfig::from_sim_url("sim://?preset=huge").expect_err("no preset");
+    assert!(
+        err.contains("default, long, sparse, factory, overcap"),
+        "{err}"
+    );
+}
+
+#[test]
+fn finality_answers_a_block_unless_set_to_null_or_error() {
+    assert_eq!(DevNodeConfig::default().chain.finality, Finality::Block);
+    for (text, finality) in [
+        ("block", Finality::Block),
+        ("null", Finality::Null),
+        ("error", Finality::Error),
+    ] {
+        let cfg =
+            DevNodeConfig::from_sim_url(&format!("sim://?finality={text}")).expect("valid option");
+        assert_eq!(cfg.chain.finality, finality);
+    }
+    let err = DevNodeConfig::from_sim_url("sim://?finality=none").expect_err("not a mode");
+    assert!(
+        err.contains("finality") && err.contains("block, null or error"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_bad_option_is_named_with_a_suggestion() {
+    let err = DevNodeConfig::from_sim_url("sim://?sede=1").expect_err("unknown option");
+    assert!(err.contains("\"sede\"") && err.contains("seed"), "{err}");
+    let err = DevNodeConfig::from_sim_url("sim://?fault_429=2").expect_err("not a probability");
+    assert!(err.contains("fault_429"), "{err}");
+    assert!(DevNodeConfig::from_sim_url("http://x").is_err());
+}
