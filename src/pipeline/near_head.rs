@@ -189,18 +189,22 @@ impl<'a> super::Ctx<'a> {
                 _ => last,
             };
             let range = BlockRange::new(from, to).expect("from <= to");
-            let mut batch = self.job.build_batch(
-                vec![Fetched {
-                    range,
-                    logs: part,
-                    receipt_blocks: receipt_blocks
-                        .iter()
-                        .copied()
-                        .filter(|&block| range.contains(block))
-                        .collect(),
-                }],
-                report,
-            )?;
+            // A batch far over max_batch_logs (a block read from its receipts) is decoded part by part
+            // below, as it is written.
+            let mut batch = self.job.gather_batch(vec![Fetched {
+                range,
+                logs: part,
+                receipt_blocks: receipt_blocks
+                    .iter()
+                    .copied()
+                    .filter(|&block| range.contains(block))
+                    .collect(),
+            }]);
+            let part_logs = self.config.sync.max_batch_logs;
+            let streamed = crate::sink::streams(&batch, part_logs);
+            if !streamed {
+                batch.typed = self.job.decode(&batch.logs, report)?;
+            }
             batch.blocks = headers
                 .iter()
                 .filter(|h| range.contains(h.number))
@@ -222,18 +226,14 @@ impl<'a> super::Ctx<'a> {
                 }
             }
             let committing = Instant::now();
-            let (range, logs, typed) = (
-                batch.range,
-                batch.logs.len() as u64,
-                batch.typed.len() as u64,
-            );
-            if crate::sink::streams(&batch, self.config.sync.max_batch_logs) {
+            let (range, logs) = (batch.range, batch.logs.len() as u64);
+            let typed = if streamed {
                 report.streamed_batches += 1;
-            }
-            self.sink
-                .commit_in_parts(batch, self.config.sync.max_batch_logs)
-                .await
-                .map_err(self.db_error())?;
+                self.commit_in_parts(batch, part_logs, report).await?
+            } else {
+                self.sink.commit(&batch).await.map_err(self.db_error())?;
+                batch.typed.len() as u64
+            };
             self.observer
                 .committed(range, logs, typed, committing.elapsed());
             report.committed(logs, typed);
@@ -242,6 +242,44 @@ impl<'a> super::Ctx<'a> {
             from = to + 1;
         }
         Ok(Step::Done)
+    }
+
+    /// Commits `batch` (without its typed rows) in parts of `part_logs` logs of one transaction
+    /// (`sink::parts`), decoding and encoding each part just before it is written, so that only the batch's
+    /// logs are held whole; the typed rows written.
+    async fn commit_in_parts(
+        &mut self,
+        mut batch: crate::sink::Batch,
+        part_logs: usize,
+        report: &mut SyncReport,
+    ) -> Result<u64, Error> {
+        let encoder = self.sink.encoder();
+        let db = self.db.clone();
+        let db_error = |source| Error::Database {
+            database: db.clone(),
+            source,
+        };
+        let mut open = self.sink.begin_batch().await.map_err(&db_error)?;
+        let mut typed = 0;
+        loop {
+            let last = batch.logs.len() <= part_logs;
+            let mut part = if last {
+                std::mem::take(&mut batch)
+            } else {
+                batch.split_part(part_logs)
+            };
+            part.typed = self.job.decode(&part.logs, report)?;
+            typed += part.typed.len() as u64;
+            let encoded = encoder.encode(&part).map_err(&db_error)?;
+            open.write(&self.sink, &part, encoded)
+                .await
+                .map_err(&db_error)?;
+            if last {
+                break;
+            }
+        }
+        open.commit(&self.sink).await.map_err(&db_error)?;
+        Ok(typed)
     }
 
     /// Backfills to finality, then steps near the head up to `end`, retrying a bounded number of times.

@@ -60,34 +60,6 @@ impl Sink {
     }
 }
 
-impl Sink {
-    /// [`Sink::commit`], in parts of `part_logs` logs when `batch` holds more than
-    /// [`STREAM_ABOVE_PARTS`] times that many: each part is encoded and written before the next is
-    /// encoded, so the batch's encoding is never held whole.
-    ///
-    /// # Errors
-    /// As [`Sink::commit`]; nothing of the batch is then committed.
-    pub async fn commit_in_parts(
-        &mut self,
-        mut batch: Batch,
-        part_logs: usize,
-    ) -> Result<(), Error> {
-        if !streams(&batch, part_logs) {
-            return self.commit(&batch).await;
-        }
-        let encoder = self.encoder();
-        let mut open = self.begin_batch().await?;
-        while batch.logs.len() > part_logs {
-            let part = batch.split_part(part_logs);
-            let encoded = encoder.encode(&part)?;
-            open.write(self, &part, encoded).await?;
-        }
-        let encoded = encoder.encode(&batch)?;
-        open.write(self, &batch, encoded).await?;
-        open.commit(self).await
-    }
-}
-
 /// A batch of more logs than this many parts is written in parts ([`streams`]).
 pub const STREAM_ABOVE_PARTS: usize = 4;
 
