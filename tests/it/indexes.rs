@@ -8,7 +8,6 @@
 //! lands where the build holds (`LOGSLICE_TEST_HOLD_INDEX_BUILD`): after its `CREATE INDEX`, before that
 //! transaction commits, which the child announces on stderr. No sleeps decide anything.
 
-use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -19,7 +18,7 @@ use logslice::sink::{
 
 use crate::both_backends;
 use crate::support::{
-    self, all_contracts, assert_db_matches_truth, node_config, query_texts, Backend, Workdir,
+    self, all_contracts, assert_db_matches_truth, node_config, query_texts, Backend, Held, Workdir,
 };
 
 /// The index of `logs` a backfill defers (`interface.md`: indexed for `(address, topic0, block_number)`).
@@ -141,39 +140,7 @@ async fn an_index_build_killed_with_sigkill_resumes_and_builds_the_index(backend
         "",
         "defer_indexes_min_blocks = 1000",
     );
-    let mut child = binary()
-        .args(["sync", "--to", "5000", "--config"])
-        .arg(&path)
-        .env(HOLD_INDEX_BUILD_ENV, "1")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn logslice");
-    // The child says when it holds; its stderr is read on a thread of its own until then.
-    let stderr = child.stderr.take().expect("piped stderr");
-    let (held_tx, held_rx) = std::sync::mpsc::channel();
-    let reader = std::thread::spawn(move || {
-        let mut seen = Vec::new();
-        for line in BufReader::new(stderr).lines() {
-            let Ok(line) = line else { break };
-            if line.contains(HOLD_INDEX_BUILD_MESSAGE) {
-                let _ = held_tx.send(());
-            }
-            seen.push(line);
-        }
-        seen
-    });
-    let held = tokio::task::spawn_blocking(move || held_rx.recv_timeout(Duration::from_secs(120)))
-        .await
-        .expect("join");
-    if held.is_err() {
-        let _ = child.kill();
-        let _ = child.wait();
-        panic!(
-            "the child never held its index build:\n{}",
-            reader.join().expect("reader").join("\n")
-        );
-    }
+    let held = Held::sync(&path, 5_000, HOLD_INDEX_BUILD_ENV, HOLD_INDEX_BUILD_MESSAGE).await;
     // Held inside the build's transaction: the backfill is committed, the index is not.
     assert_eq!(support::checkpoint(&work, "token_a").await, Some(5_000));
     assert!(!index_exists(&work, backend, LOGS_INDEX).await);
@@ -183,9 +150,7 @@ async fn an_index_build_killed_with_sigkill_resumes_and_builds_the_index(backend
     assert_eq!(status["indexes"]["deferred"][0], LOGS_INDEX, "{status}");
     assert!(status["indexes"]["build_started"].is_string(), "{status}");
 
-    child.kill().expect("SIGKILL");
-    child.wait().expect("reap");
-    reader.join().expect("reader");
+    held.kill();
     assert!(!index_exists(&work, backend, LOGS_INDEX).await);
     assert_eq!(
         meta(&work, META_DEFERRED_INDEXES).await.as_deref(),

@@ -8,17 +8,14 @@
 //! block's batch is, whatever else is in the chain); the kill lands where a streamed batch holds after its
 //! first part (`LOGSLICE_TEST_HOLD_PARTS`), seen from the test's own connection.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
-use std::time::Duration;
-
-use logslice::pipeline::{self, Target};
+use logslice::pipeline::Target;
 use logslice::sink::{HOLD_PARTS_ENV, HOLD_PARTS_MESSAGE};
 
 use crate::both_backends;
-use crate::follow::start_daemon;
-use crate::receipts::overcap_chain;
-use crate::support::{self, all_contracts, assert_db_matches_truth, query_texts, Backend, Workdir};
+use crate::receipts::{head_under_run, overcap_chain};
+use crate::support::{
+    self, all_contracts, assert_db_matches_truth, query_texts, Backend, Held, Workdir,
+};
 use crate::transactions::{assert_transactions_match, Receipts};
 
 /// Parts of this many logs; a batch of more than four times as many is written in parts.
@@ -46,37 +43,11 @@ async fn over_cap_blocks_written_in_parts_end_exact(backend: Backend) {
 }
 both_backends!(over_cap_blocks_written_in_parts_end_exact);
 
-/// Goal: at the head under `run` (the head path commits in parts too), over-cap blocks above finality and a
-/// reorg that replaces one leave the database equal to the canonical chain.
+/// Goal: at the head under `run` (the head path decodes and writes in parts too), over-cap blocks above
+/// finality, newly mined ones and a reorg that replaces one leave the database equal to the canonical chain,
+/// each block counted once as read from receipts (`receipts::head_under_run`).
 async fn over_cap_blocks_at_the_head_written_in_parts(backend: Backend) {
-    let node = support::start(overcap_chain(
-        2_000,
-        &[1_960, 2_003],
-        Some((1_990, 2)),
-        true,
-    ))
-    .await;
-    let truth = node.truth();
-    let work = Workdir::with(backend).await;
-    let sync = format!("{PARTS}\npoll_interval = \"20ms\"");
-    let path = work.write_config(&node.http_url(), &all_contracts(), "", &sync);
-    let mut daemon = start_daemon(&path);
-    daemon.reaches(truth.head()).await;
-    assert_db_matches_truth(&work, &truth, &all_contracts(), truth.head()).await;
-    let head = node.mine(5);
-    daemon.reaches(head).await;
-    assert_db_matches_truth(&work, &truth, &all_contracts(), head).await;
-    let orphaned = truth.block(2_003).expect("block 2003").hash;
-    node.reorg(4);
-    let head = node.mine(2);
-    daemon.reaches(head).await;
-    assert_ne!(truth.block(2_003).expect("block 2003").hash, orphaned);
-    assert_db_matches_truth(&work, &truth, &all_contracts(), head).await;
-    let stopped = daemon.stop().await;
-    assert!(
-        matches!(stopped, Err(pipeline::Error::Interrupted)),
-        "{stopped:?}"
-    );
+    head_under_run(backend, PARTS).await;
 }
 both_backends!(over_cap_blocks_at_the_head_written_in_parts);
 
@@ -104,47 +75,12 @@ async fn a_batch_killed_between_its_parts_commits_nothing_of_it(backend: Backend
     let truth = node.truth();
     let work = Workdir::with(backend).await;
     let path = work.write_config(&node.http_url(), &all_contracts(), "", PARTS);
-    let mut child = Command::new(env!("CARGO_BIN_EXE_logslice"))
-        .args(["sync", "--to", "2900", "--config"])
-        .arg(&path)
-        .env_remove("RUST_LOG")
-        .env(HOLD_PARTS_ENV, "1")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn logslice");
-    // The child says when it holds; its stderr is read on a thread of its own until then.
-    let stderr = child.stderr.take().expect("piped stderr");
-    let (held_tx, held_rx) = std::sync::mpsc::channel();
-    let reader = std::thread::spawn(move || {
-        let mut seen = Vec::new();
-        for line in BufReader::new(stderr).lines() {
-            let Ok(line) = line else { break };
-            if line.contains(HOLD_PARTS_MESSAGE) {
-                let _ = held_tx.send(());
-            }
-            seen.push(line);
-        }
-        seen
-    });
-    let held = tokio::task::spawn_blocking(move || held_rx.recv_timeout(Duration::from_secs(120)))
-        .await
-        .expect("join");
-    if held.is_err() {
-        let _ = child.kill();
-        let _ = child.wait();
-        panic!(
-            "the child never held a batch between its parts:\n{}",
-            reader.join().expect("reader").join("\n")
-        );
-    }
+    let held = Held::sync(&path, 2_900, HOLD_PARTS_ENV, HOLD_PARTS_MESSAGE).await;
     // Held with a part written in the batch's open transaction: no other connection sees it.
     let (high, above) = committed(&work).await;
     assert!(high < 2_900, "held before the end (checkpoint {high})");
     assert_eq!(above, 0, "nothing of the held batch is visible");
-    child.kill().expect("SIGKILL");
-    child.wait().expect("reap");
-    reader.join().expect("reader");
+    held.kill();
     let (after_kill, above) = committed(&work).await;
     assert_eq!((after_kill, above), (high, 0), "nothing of it landed");
 

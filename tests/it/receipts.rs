@@ -155,6 +155,12 @@ both_backends!(a_node_without_receipts_stops_with_exit_65_and_nothing_partial);
 /// left. Method: over-cap blocks in the top 64 blocks and just above the head, then mining and a reorg
 /// five blocks deep over the newest.
 async fn over_cap_blocks_at_the_head_under_run(backend: Backend) {
+    head_under_run(backend, "").await;
+}
+both_backends!(over_cap_blocks_at_the_head_under_run);
+
+/// [`over_cap_blocks_at_the_head_under_run`] with `sync_extra` in the config's `[sync]`.
+pub(crate) async fn head_under_run(backend: Backend, sync_extra: &str) {
     let node = support::start(overcap_chain(
         2_000,
         &[1_960, 2_003],
@@ -168,7 +174,7 @@ async fn over_cap_blocks_at_the_head_under_run(backend: Backend) {
         &node.http_url(),
         &all_contracts(),
         "",
-        "poll_interval = \"20ms\"",
+        &format!("poll_interval = \"20ms\"\n{sync_extra}"),
     );
     let mut daemon = start_daemon(&path);
     daemon.reaches(truth.head()).await;
@@ -195,7 +201,6 @@ async fn over_cap_blocks_at_the_head_under_run(backend: Backend) {
         "{stopped:?}"
     );
 }
-both_backends!(over_cap_blocks_at_the_head_under_run);
 
 /// Goal: a block that changes while its receipts are being read is read again, and nothing of the old block
 /// is committed. Method: an over-cap block above finality whose first `eth_getBlockReceipts` finds the chain

@@ -676,3 +676,61 @@ pub async fn query_texts(work: &Workdir, sql: &str) -> Vec<Vec<String>> {
     let mut db = work.reader().await.expect("open the database");
     db.texts(sql).await
 }
+
+/// A `logslice sync --to <to>` child process held where a test hook makes it wait (`hold_env` set), once
+/// it logged `message`; its stderr is read on a thread of its own.
+pub struct Held {
+    child: std::process::Child,
+    reader: std::thread::JoinHandle<Vec<String>>,
+}
+
+impl Held {
+    /// Spawns the sync and waits (up to two minutes) until it holds; panics with its stderr when it
+    /// never does.
+    pub async fn sync(config: &Path, to: u64, hold_env: &str, message: &'static str) -> Self {
+        use std::io::{BufRead, BufReader};
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_logslice"))
+            .args(["sync", "--to", &to.to_string(), "--config"])
+            .arg(config)
+            .env_remove("RUST_LOG")
+            .env(hold_env, "1")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn logslice");
+        let stderr = child.stderr.take().expect("piped stderr");
+        let (held_tx, held_rx) = std::sync::mpsc::channel();
+        let reader = std::thread::spawn(move || {
+            let mut seen = Vec::new();
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                if line.contains(message) {
+                    let _ = held_tx.send(());
+                }
+                seen.push(line);
+            }
+            seen
+        });
+        let held = tokio::task::spawn_blocking(move || {
+            held_rx.recv_timeout(std::time::Duration::from_secs(120))
+        })
+        .await
+        .expect("join");
+        if held.is_err() {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "the child never held ({message}):\n{}",
+                reader.join().expect("reader").join("\n")
+            );
+        }
+        Self { child, reader }
+    }
+
+    /// SIGKILL, then reaps the child.
+    pub fn kill(mut self) {
+        self.child.kill().expect("SIGKILL");
+        self.child.wait().expect("reap");
+        self.reader.join().expect("reader");
+    }
+}
