@@ -180,12 +180,7 @@ async fn build_each(
     for (i, name) in deferred.iter().enumerate() {
         let index = secondary(name).expect("state() accepts known names only");
         let started = std::time::Instant::now();
-        let mut statements: Vec<Statement> = sink
-            .dialect()
-            .index_build_local
-            .map(|sql| Statement::new("sizing an index build's sort", sql, Vec::new()))
-            .into_iter()
-            .collect();
+        let mut statements = Vec::new();
         if read::table_exists(sink, index.table).await? {
             tracing::info!(index = name, table = index.table, "building an index");
             statements.push(Statement::new(

@@ -91,9 +91,6 @@ pub(super) const DIALECT: Dialect = Dialect {
     index_exists_sql: "SELECT CAST(count(*) AS TEXT) FROM pg_indexes \
                        WHERE schemaname = current_schema() AND indexname = $1",
     index_build_session: None,
-    // The build sorts every row of its table; with the stock 64 MB it spills to disk at about a million
-    // logs. Only for the build's transaction, on the server's side.
-    index_build_local: Some("SET LOCAL maintenance_work_mem = '256MB'"),
     typed_key: |table| {
         format!(
             "CONSTRAINT {} UNIQUE ({TYPED_KEY})",

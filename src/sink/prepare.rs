@@ -29,8 +29,6 @@ pub(super) struct Dialect {
     pub index_exists_sql: &'static str,
     /// Statements run on the writer's connection before and after building indexes (`sink::indexes`).
     pub index_build_session: Option<(&'static str, &'static str)>,
-    /// A statement run first in each index build's own transaction (`sink::indexes`).
-    pub index_build_local: Option<&'static str>,
     /// The clause declaring a typed table's unique key on [`super::TYPED_KEY`], given the table's name.
     pub typed_key: fn(&str) -> String,
     /// The database's name and the longest table name it keeps whole; `None`: no limit.

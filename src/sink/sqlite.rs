@@ -43,7 +43,6 @@ pub(super) const DIALECT: Dialect = Dialect {
     // build sorts every row of its table there: measured, 150 MB more at a million logs. On disk, the
     // sort's memory stays within the page cache whatever the table's size.
     index_build_session: Some(("PRAGMA temp_store = FILE", "PRAGMA temp_store = MEMORY")),
-    index_build_local: None,
     typed_key: |_| format!("UNIQUE ({TYPED_KEY})"),
     max_table_name: None,
 };
