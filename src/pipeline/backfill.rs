@@ -108,13 +108,19 @@ impl<'a> super::Ctx<'a> {
                 }
                 // A batch far over max_batch_logs is decoded, encoded and written in parts
                 // ([`sink::streams`]): its typed rows are built part by part in `send`.
-                let mut batch = job.gather_batch(fetched);
-                if !sink::streams(&batch, config.sync.max_batch_logs) {
-                    batch.typed = match job.decode(&batch.logs, &mut decode_report) {
-                        Ok(typed) => typed,
-                        Err(err) => break Err(err),
-                    };
-                }
+                let streamed = sink::streams(
+                    fetched.iter().map(|f| f.logs.len()).sum(),
+                    config.sync.max_batch_logs,
+                );
+                let built = if streamed {
+                    Ok(job.gather_batch(fetched))
+                } else {
+                    job.build_batch(fetched, &mut decode_report)
+                };
+                let mut batch = match built {
+                    Ok(batch) => batch,
+                    Err(err) => break Err(err),
+                };
                 // The transactions of its logs are read while the previous batch commits.
                 if job.transactions != Transactions::Omitted {
                     let filled = super::transactions::fill(&node, &mut batch, job.transactions);
@@ -129,7 +135,10 @@ impl<'a> super::Ctx<'a> {
                     part_logs: config.sync.max_batch_logs,
                     db,
                 };
-                match sender.send(batch, place, &mut decode_report).await {
+                match sender
+                    .send(batch, streamed, place, &mut decode_report)
+                    .await
+                {
                     Ok(true) => {}
                     Ok(false) => break Ok(()), // the writer stopped; its error is the one to report
                     Err(err) => break Err(err),
@@ -241,11 +250,6 @@ impl<'a> super::Ctx<'a> {
     }
 }
 
-/// Hands the pages of freed allocations back to the kernel, once per committed batch. A batch frees tens of
-/// thousands of small allocations (topics, data, rows) interleaved with the next batch's; glibc only returns
-/// memory from the top of its heaps, so without this the resident set crept up by about 15 MB over the
-/// first third of a long backfill and stayed there (docs/BENCHMARKS.md, memory at 10x). Its cost did not
-/// show in the benchmark's throughput.
 /// What the decoding stage hands the writer: a batch, or one part of a batch streamed in several.
 struct Part {
     batch: Batch,
@@ -264,40 +268,42 @@ struct Sender<'a> {
 }
 
 impl Sender<'_> {
-    /// Encodes `batch` and sends it to the writer through `place`: whole, or, when it is far over
-    /// `part_logs` ([`sink::streams`]: then it comes without typed rows), in parts of `part_logs` logs, each
-    /// decoded and encoded while the writer writes the one before, so that only the batch's logs are held
-    /// whole. False when the writer stopped.
+    /// Encodes `batch` and sends it to the writer through `place`: whole, or, when `streamed` (then it
+    /// comes without typed rows: [`super::Job::gather_batch`]), in parts of `part_logs` logs, each decoded
+    /// and encoded while the writer writes the one before, so that only the batch's logs are held whole.
+    /// False when the writer stopped.
     async fn send(
         &self,
         mut batch: Batch,
+        streamed: bool,
         mut place: mpsc::Permit<'_, Part>,
         report: &mut SyncReport,
     ) -> Result<bool, Error> {
-        if sink::streams(&batch, self.part_logs) {
-            while batch.logs.len() > self.part_logs {
-                let mut part = batch.split_part(self.part_logs);
-                part.typed = self.job.decode(&part.logs, report)?;
-                let encoded = self.encode(&part)?;
-                place.send(Part {
-                    batch: part,
-                    encoded,
-                    more: true,
-                });
-                place = match self.writer.reserve().await {
-                    Ok(place) => place,
-                    Err(_) => return Ok(false),
-                };
-            }
-            batch.typed = self.job.decode(&batch.logs, report)?;
+        if !streamed {
+            let encoded = self.encode(&batch)?;
+            place.send(Part {
+                batch,
+                encoded,
+                more: false,
+            });
+            return Ok(true);
         }
-        let encoded = self.encode(&batch)?;
-        place.send(Part {
-            batch,
-            encoded,
-            more: false,
-        });
-        Ok(true)
+        loop {
+            let (part, more) = self.job.next_part(&mut batch, self.part_logs, report)?;
+            let encoded = self.encode(&part)?;
+            place.send(Part {
+                batch: part,
+                encoded,
+                more,
+            });
+            if !more {
+                return Ok(true);
+            }
+            place = match self.writer.reserve().await {
+                Ok(place) => place,
+                Err(_) => return Ok(false),
+            };
+        }
     }
 
     fn encode(&self, batch: &Batch) -> Result<Encoded, Error> {
@@ -310,6 +316,11 @@ impl Sender<'_> {
     }
 }
 
+/// Hands the pages of freed allocations back to the kernel, once per committed batch. A batch frees tens of
+/// thousands of small allocations (topics, data, rows) interleaved with the next batch's; glibc only returns
+/// memory from the top of its heaps, so without this the resident set crept up by about 15 MB over the
+/// first third of a long backfill and stayed there (docs/BENCHMARKS.md, memory at 10x). Its cost did not
+/// show in the benchmark's throughput.
 fn release_freed_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: `malloc_trim` only releases free pages of the allocator's own heaps; it is thread-safe (it

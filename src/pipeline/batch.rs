@@ -16,15 +16,63 @@ impl Job {
         fetched: Vec<Fetched>,
         report: &mut SyncReport,
     ) -> Result<Batch, Error> {
-        let mut batch = self.gather_batch(fetched);
-        batch.typed = self.decode(&batch.logs, report)?;
+        let mut batch = self.shell(&fetched);
+        let children = self.children.read().expect("children lock");
+        for log in fetched.into_iter().flat_map(|f| f.logs) {
+            // A stale replica's copy of an orphaned block's log: never stored.
+            if !log.removed
+                && self.decode_log(&children, &log, batch.logs.len(), &mut batch.typed, report)?
+            {
+                batch.logs.push(log);
+            }
+        }
         Ok(batch)
     }
 
     /// [`Job::build_batch`] without the typed rows: the logs to store, and the rest of the batch. A batch
-    /// written in parts decodes each part's typed rows as it goes ([`Job::decode`]).
+    /// written in parts decodes each part's typed rows as it goes ([`Job::next_part`]).
     pub(super) fn gather_batch(&self, fetched: Vec<Fetched>) -> Batch {
-        let (contracts, decoders) = (&self.contracts, &self.decoders);
+        let mut batch = self.shell(&fetched);
+        let children = self.children.read().expect("children lock");
+        for log in fetched.into_iter().flat_map(|f| f.logs) {
+            let matched = !log.removed
+                && self
+                    .tables_of(&children, &log)
+                    .any(|(_, table)| self.decoders[table].matches(&log.topics));
+            if matched {
+                batch.logs.push(log);
+            }
+        }
+        batch
+    }
+
+    /// The next part of a batch written in parts ([`Job::gather_batch`]): its first `part_logs` logs when
+    /// more remain (true), else the rest with the batch's bookkeeping (false); with its typed rows.
+    ///
+    /// # Errors
+    /// As [`Job::build_batch`].
+    pub(super) fn next_part(
+        &self,
+        batch: &mut Batch,
+        part_logs: usize,
+        report: &mut SyncReport,
+    ) -> Result<(Batch, bool), Error> {
+        let more = batch.logs.len() > part_logs;
+        let mut part = if more {
+            batch.split_part(part_logs)
+        } else {
+            std::mem::take(batch)
+        };
+        let children = self.children.read().expect("children lock");
+        for (log_idx, log) in part.logs.iter().enumerate() {
+            self.decode_log(&children, log, log_idx, &mut part.typed, report)?;
+        }
+        Ok((part, more))
+    }
+
+    /// A batch of `fetched`'s range with its bookkeeping (children created in it, blocks read from
+    /// receipts, the checkpoints it moves) and no rows yet.
+    fn shell(&self, fetched: &[Fetched]) -> Batch {
         let first = fetched
             .first()
             .map(|f| f.range.start())
@@ -34,72 +82,63 @@ impl Job {
             .map(|f| f.range.end())
             .expect("a batch has at least one range");
         let range = BlockRange::new(first, last);
-        let mut batch = Batch {
+        Batch {
             range,
             children: range.map_or_else(Vec::new, |range| self.child_rows(range)),
+            receipt_blocks: fetched
+                .iter()
+                .flat_map(|f| f.receipt_blocks.iter().copied())
+                .collect(),
+            checkpoints: self
+                .contracts
+                .iter()
+                .filter(|c| c.next <= last)
+                .map(|c| Checkpoint {
+                    contract: c.name.clone(),
+                    block: last,
+                })
+                .collect(),
             ..Batch::default()
-        };
-        for f in &fetched {
-            batch.receipt_blocks.extend(&f.receipt_blocks);
         }
-        {
-            let children = self.children.read().expect("children lock");
-            for log in fetched.into_iter().flat_map(|f| f.logs) {
-                // A stale replica's copy of an orphaned block's log (`removed`) is never stored.
-                // Raw rows keep their rule: a log with the topic count of an anonymous event is kept raw
-                // even when it turns out to be another event's.
-                let matched = !log.removed
-                    && self
-                        .tables_of(&children, &log)
-                        .any(|(_, table)| decoders[table].matches(&log.topics));
-                if matched {
-                    batch.logs.push(log);
-                }
-            }
-        }
-        batch.checkpoints = contracts
-            .iter()
-            .filter(|c| c.next <= last)
-            .map(|c| Checkpoint {
-                contract: c.name.clone(),
-                block: last,
-            })
-            .collect();
-        batch
     }
 
-    /// The typed rows of `logs` (each row's `log` its index in `logs`), in log order.
+    /// Decodes `log` (at `log_idx` of its batch) for every table of every contract it is emitted for,
+    /// pushing its typed rows; whether it matches an event of theirs, which keeps it raw. Raw rows keep
+    /// their rule: a log with the topic count of an anonymous event is kept raw even when it turns out to
+    /// be another event's.
     ///
     /// # Errors
     /// [`Error::NodeData`] for a log that matches an event but does not decode, under `sync.strict`
     /// (otherwise it is counted in `report` and kept raw only).
-    pub(super) fn decode(
+    fn decode_log(
         &self,
-        logs: &[Log],
+        children: &Children,
+        log: &Log,
+        log_idx: usize,
+        typed: &mut Vec<TypedRow>,
         report: &mut SyncReport,
-    ) -> Result<Vec<TypedRow>, Error> {
-        let children = self.children.read().expect("children lock");
-        let mut typed = Vec::with_capacity(logs.len());
-        for (log_idx, log) in logs.iter().enumerate() {
-            for (contract, table) in self.tables_of(&children, log) {
-                let contract = &self.contracts[contract];
-                match self.decoders[table].decode_own(&log.topics, &log.data, &contract.named_selectors) {
-                    Ok(Some(values)) => typed.push(TypedRow { table, log: log_idx, values }),
-                    Ok(None) => {}
-                    Err(err) if self.strict => {
-                        return Err(Error::NodeData(format!(
-                            "block {} log {} of {}: {err} (sync.strict is on; set it to false to keep such logs raw only)",
-                            log.block_number, log.log_index, contract.name
-                        )))
-                    }
-                    Err(err) => {
-                        report.undecodable += 1;
-                        tracing::warn!(block = log.block_number, log_index = log.log_index, contract = %contract.name, cause = %err, "kept raw only");
-                    }
+    ) -> Result<bool, Error> {
+        let mut matched = false;
+        for (contract, table) in self.tables_of(children, log) {
+            let contract = &self.contracts[contract];
+            let decoder = &self.decoders[table];
+            matched |= decoder.matches(&log.topics);
+            match decoder.decode_own(&log.topics, &log.data, &contract.named_selectors) {
+                Ok(Some(values)) => typed.push(TypedRow { table, log: log_idx, values }),
+                Ok(None) => {}
+                Err(err) if self.strict => {
+                    return Err(Error::NodeData(format!(
+                        "block {} log {} of {}: {err} (sync.strict is on; set it to false to keep such logs raw only)",
+                        log.block_number, log.log_index, contract.name
+                    )))
+                }
+                Err(err) => {
+                    report.undecodable += 1;
+                    tracing::warn!(block = log.block_number, log_index = log.log_index, contract = %contract.name, cause = %err, "kept raw only");
                 }
             }
         }
-        Ok(typed)
+        Ok(matched)
     }
 
     /// The contracts `log` is emitted for, by their configured address or as a factory's child (from the

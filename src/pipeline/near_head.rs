@@ -191,7 +191,9 @@ impl<'a> super::Ctx<'a> {
             let range = BlockRange::new(from, to).expect("from <= to");
             // A batch far over max_batch_logs (a block read from its receipts) is decoded part by part
             // below, as it is written.
-            let mut batch = self.job.gather_batch(vec![Fetched {
+            let part_logs = self.config.sync.max_batch_logs;
+            let streamed = crate::sink::streams(part.len(), part_logs);
+            let fetched = vec![Fetched {
                 range,
                 logs: part,
                 receipt_blocks: receipt_blocks
@@ -199,12 +201,12 @@ impl<'a> super::Ctx<'a> {
                     .copied()
                     .filter(|&block| range.contains(block))
                     .collect(),
-            }]);
-            let part_logs = self.config.sync.max_batch_logs;
-            let streamed = crate::sink::streams(&batch, part_logs);
-            if !streamed {
-                batch.typed = self.job.decode(&batch.logs, report)?;
-            }
+            }];
+            let mut batch = if streamed {
+                self.job.gather_batch(fetched)
+            } else {
+                self.job.build_batch(fetched, report)?
+            };
             batch.blocks = headers
                 .iter()
                 .filter(|h| range.contains(h.number))
@@ -262,19 +264,13 @@ impl<'a> super::Ctx<'a> {
         let mut open = self.sink.begin_batch().await.map_err(&db_error)?;
         let mut typed = 0;
         loop {
-            let last = batch.logs.len() <= part_logs;
-            let mut part = if last {
-                std::mem::take(&mut batch)
-            } else {
-                batch.split_part(part_logs)
-            };
-            part.typed = self.job.decode(&part.logs, report)?;
+            let (part, more) = self.job.next_part(&mut batch, part_logs, report)?;
             typed += part.typed.len() as u64;
             let encoded = encoder.encode(&part).map_err(&db_error)?;
             open.write(&self.sink, &part, encoded)
                 .await
                 .map_err(&db_error)?;
-            if last {
+            if !more {
                 break;
             }
         }

@@ -63,10 +63,10 @@ impl Sink {
 /// A batch of more logs than this many parts is written in parts ([`streams`]).
 pub const STREAM_ABOVE_PARTS: usize = 4;
 
-/// Whether `batch` is written in parts of `part_logs` logs: only one far over a usual batch (a block read
-/// from its receipts, a node without a result cap, a long range of a sparse chain) is.
-pub fn streams(batch: &Batch, part_logs: usize) -> bool {
-    batch.logs.len() > part_logs.saturating_mul(STREAM_ABOVE_PARTS)
+/// Whether a batch of `n_logs` logs is written in parts of `part_logs` logs: only one far over a usual
+/// batch (a block read from its receipts, a node without a result cap, a long range of a sparse chain) is.
+pub fn streams(n_logs: usize, part_logs: usize) -> bool {
+    n_logs > part_logs.saturating_mul(STREAM_ABOVE_PARTS)
 }
 
 impl OpenBatch {
@@ -107,10 +107,7 @@ impl OpenBatch {
                     (None, Some(span)) => {
                         // The whole batch's blocks, not only this part's: every part then writes the same way.
                         let (low, high) = part.range.map_or(span, |range| {
-                            (
-                                super::to_i64(range.start()).min(span.0),
-                                super::to_i64(range.end()).max(span.1),
-                            )
+                            (super::to_i64(range.start()), super::to_i64(range.end()))
                         });
                         let found = postgres::occupied(tx, &copy, low, high)
                             .await
