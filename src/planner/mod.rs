@@ -17,6 +17,7 @@
 //! which the caller completes by other means) tile `[start, end]` exactly: no gap, no overlap. Surveys
 //! never complete a range; they only inform where ranges are cut.
 
+mod narrowing;
 mod survey;
 mod surveying;
 
@@ -24,6 +25,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::primitives::{BlockNumber, BlockRange};
 
+use narrowing::Held;
 use survey::Survey;
 
 /// Where only a learned span is known, aim at a fraction of the target that shrinks with how badly one
@@ -141,6 +143,9 @@ pub struct Planner {
     pieces: BTreeMap<BlockNumber, BlockRange>,
     /// Ranges handed out and not yet reported, by start (the survey forgets blocks below them all).
     handed_out: BTreeMap<BlockNumber, BlockRange>,
+    /// The rests of refused ranges being narrowed, by the start of the probe they wait for (see
+    /// [`narrowing`]).
+    held: BTreeMap<BlockNumber, Held>,
     /// The span of the next new range when no survey covers it.
     span: u64,
     /// A hard span limit the node stated (`RangeTooWide`).
@@ -184,6 +189,7 @@ impl Planner {
             boundaries,
             pieces: BTreeMap::new(),
             handed_out: BTreeMap::new(),
+            held: BTreeMap::new(),
             span: config.initial_span,
             node_cap: None,
             density: None,
@@ -236,7 +242,7 @@ impl Planner {
                 unreachable!("a piece never waits");
             };
             if let Some((first, rest)) = piece.split_after(last) {
-                self.pieces.insert(rest.start(), rest);
+                self.put_back(rest);
                 return Some(self.hand_out(first));
             }
             return Some(self.hand_out(piece));
@@ -287,7 +293,10 @@ impl Planner {
 
     /// Whether every block was handed out and reported done.
     pub fn is_finished(&self) -> bool {
-        self.exhausted && self.pieces.is_empty() && self.handed_out.is_empty()
+        self.exhausted
+            && self.pieces.is_empty()
+            && self.handed_out.is_empty()
+            && self.held.is_empty()
     }
 
     fn hand_out(&mut self, range: BlockRange) -> BlockRange {
@@ -344,7 +353,11 @@ impl Planner {
     fn judge(&mut self, range: BlockRange, outcome: Outcome) -> Verdict {
         match outcome {
             Outcome::Logs { n } => {
-                self.learn_density(range, n);
+                // A block over the cap, read by other means, says nothing of its neighbours' density.
+                if !(range.len() == 1 && n > self.config.target_logs) {
+                    self.learn_density(range, n);
+                }
+                self.probe_answered(range.start(), n);
                 Verdict::Done
             }
             Outcome::TooManyResults { suggested } => {
@@ -367,27 +380,39 @@ impl Planner {
                         if usable.is_none() && range.len() >= MIN_SPOT_BLOCKS {
                             self.spots_due.insert(range.start(), range);
                         }
-                        // A suggested range fits the node's cap: the node knows the density better than we do.
                         if usable.is_some() {
+                            // A suggested range fits the node's cap: the node knows the density better than
+                            // we do, and what follows it is no longer known to overflow.
                             self.span = self.clamp(first.len());
+                            self.probe_overflowed(range.start(), false);
+                            self.requeue(first, rest);
                         } else {
+                            let span_before = self.span;
                             self.span = self.clamp(self.span.min(first.len()));
+                            self.narrow(first, rest, span_before);
                         }
-                        self.requeue(first, rest);
                         Verdict::Split
                     }
-                    None => Verdict::SingleBlockOverflow,
+                    None => {
+                        self.probe_overflowed(range.start(), true);
+                        Verdict::SingleBlockOverflow
+                    }
                 }
             }
             Outcome::Timeout => match range.halve() {
                 Some((first, rest)) => {
+                    self.probe_overflowed(range.start(), false);
                     self.span = self.clamp(first.len());
                     self.requeue(first, rest);
                     Verdict::Split
                 }
-                None => Verdict::SingleBlockOverflow,
+                None => {
+                    self.probe_overflowed(range.start(), false);
+                    Verdict::SingleBlockOverflow
+                }
             },
             Outcome::RangeTooWide { max_blocks } => {
+                self.probe_overflowed(range.start(), false);
                 let cap = max_blocks
                     .filter(|&m| m >= 1 && m < range.len())
                     .unwrap_or(range.len().div_ceil(2).max(1));

@@ -71,10 +71,12 @@ impl Planner {
             self.pieces
                 .values()
                 .chain(self.handed_out.values())
+                .copied()
+                .chain(self.held_ranges())
                 .filter(|r| r.end() >= range.start() && r.start() <= range.end())
         };
-        let first = outstanding().map(BlockRange::start).min()?;
-        let last = outstanding().map(BlockRange::end).max()?;
+        let first = outstanding().map(|r| r.start()).min()?;
+        let last = outstanding().map(|r| r.end()).max()?;
         let range = BlockRange::new(first.max(range.start()), last.min(range.end()))?;
         if range.start() < self.sampling_from {
             return None;

@@ -31,7 +31,7 @@ fn aims_at_the_target_number_of_logs() {
 }
 
 #[test]
-fn splits_the_range_when_the_node_answers_too_many_results() {
+fn a_refused_range_is_narrowed_from_its_start_while_its_rest_waits() {
     let mut planner = Planner::new(CONFIG, range(0, 99), []);
     let first = planner.next_range().unwrap();
     assert_eq!(
@@ -39,8 +39,90 @@ fn splits_the_range_when_the_node_answers_too_many_results() {
         Verdict::Split
     );
     assert_eq!(planner.next_range(), Some(range(0, 49)));
-    assert_eq!(planner.next_range(), Some(range(50, 99)));
-    assert_eq!(planner.next_range(), None);
+    assert_eq!(
+        planner.next_range(),
+        None,
+        "the second half waits for the first half's answer"
+    );
+    // The first half held most of what was refused: the rest is no longer known to overflow.
+    planner.report(range(0, 49), Outcome::Logs { n: 4_000 });
+    let mut next = 50;
+    while let Some(piece) = planner.next_range() {
+        assert_eq!(piece.start(), next);
+        next = piece.end() + 1;
+        planner.report(piece, Outcome::Logs { n: 10 });
+    }
+    assert_eq!(next, 100);
+    assert!(planner.is_finished());
+}
+
+/// Drives `planner` one range at a time against a chain of one log per block but for `heavy`, which holds
+/// 20,000 (over any cap); returns the ranges answered, in order, and how many were refused.
+fn find_heavy(planner: &mut Planner, heavy: u64) -> (Vec<BlockRange>, u64) {
+    let count = |r: BlockRange| -> u64 {
+        (r.start()..=r.end())
+            .map(|b| if b == heavy { 20_000 } else { 1 })
+            .sum()
+    };
+    let (mut answered, mut refused) = (Vec::new(), 0);
+    while let Some(r) = planner.next_range() {
+        assert_eq!(planner.next_range(), None, "one range at a time here");
+        let n = count(r);
+        if n > 10_000 {
+            refused += 1;
+            let verdict = planner.report(r, Outcome::TooManyResults { suggested: None });
+            if verdict == Verdict::SingleBlockOverflow {
+                assert_eq!(r, BlockRange::single(heavy));
+                // The caller reads it by narrower filters, then reports it done.
+                planner.report(r, Outcome::Logs { n });
+                answered.push(r);
+            }
+        } else {
+            planner.report(r, Outcome::Logs { n });
+            answered.push(r);
+        }
+    }
+    assert!(planner.is_finished());
+    (answered, refused)
+}
+
+#[test]
+fn a_heavy_block_is_found_by_one_probe_a_level_and_the_blocks_after_it_go_out_together() {
+    for heavy in [0, 1, 37, 60, 98, 99] {
+        let mut planner = Planner::new(CONFIG, range(0, 99), []);
+        let (answered, refused) = find_heavy(&mut planner, heavy);
+        // The whole range, then one probe per halving (7 for 100 blocks), then what follows the heavy block.
+        let requests = answered.len() as u64 + refused - 1;
+        assert!(
+            requests <= 9,
+            "heavy {heavy}: {requests} requests: {answered:?}"
+        );
+        let after: Vec<_> = answered.iter().filter(|r| r.start() > heavy).collect();
+        assert!(
+            after.len() <= 1,
+            "heavy {heavy}: the blocks after it went out in pieces: {after:?}"
+        );
+        // Every answered range tiles the plan.
+        let mut next = 0;
+        for r in &answered {
+            assert_eq!(r.start(), next, "{answered:?}");
+            next = r.end() + 1;
+        }
+        assert_eq!(next, 100);
+    }
+}
+
+#[test]
+fn a_heavy_block_restores_the_span_the_narrowing_shrank() {
+    let mut planner = Planner::new(CONFIG, range(0, 999), []);
+    let first = planner.next_range().unwrap();
+    planner.report(first, Outcome::Logs { n: 100 });
+    let before = planner.span();
+    let (answered, _) = find_heavy(&mut planner, 500);
+    assert!(
+        answered.iter().any(|r| r.start() == 501 && r.len() > 100),
+        "after the heavy block the span is back to {before}: {answered:?}"
+    );
 }
 
 #[test]
@@ -219,12 +301,16 @@ fn a_range_the_survey_misjudged_splits_at_its_surveyed_midpoint_and_its_pieces_b
         first.end() < 349,
         "{first}: cut by the learned span, not the distrusted survey"
     );
-    let mut piece = first;
-    while piece.end() < 349 {
-        piece = planner.next_range().expect("more of the first half");
-        assert!(piece.end() <= 349, "{piece}");
-    }
-    assert_eq!(planner.next_range().map(|r| r.start()), Some(350));
+    assert_eq!(planner.next_range(), None, "the rest waits for that piece");
+    // It held most of what was refused: the rest is released and cut by learned span too.
+    planner.report(first, Outcome::Logs { n: 4_000 });
+    let span = planner.span();
+    let rest = planner.next_range().expect("the rest, released");
+    assert_eq!(rest.start(), first.end() + 1);
+    assert!(
+        rest.len() == span || rest.end() == next.end(),
+        "{rest}, span {span}"
+    );
 }
 
 #[test]
@@ -248,35 +334,52 @@ fn a_refused_range_no_survey_covers_gets_a_spot_survey_that_finds_its_heavy_bloc
     let first = planner.next_range().unwrap();
     planner.report(first, Outcome::TooManyResults { suggested: None });
     assert_eq!(planner.next_survey(), None, "no probe yet");
-    let (a, b) = (planner.next_range().unwrap(), planner.next_range().unwrap());
-    assert_eq!((a, b), (range(0, 49), range(50, 99)));
-    // The first half's mix chooses a probe (a 5% share); the second half is refused again.
+    let a = planner.next_range().unwrap();
+    assert_eq!(a, range(0, 49));
+    // The first half's mix chooses a probe (a 5% share) and holds most of the refused logs: the rest goes
+    // out, and is refused again.
     planner.observe_mix(a, 4_000, &[200, 3_800]);
     planner.report(a, Outcome::Logs { n: 4_000 });
+    let b = planner.next_range().unwrap();
+    assert_eq!(b.start(), 50);
     planner.report(b, Outcome::TooManyResults { suggested: None });
     let spot = planner
         .next_survey()
         .expect("a spot survey of the refused blocks");
     assert!(spot.spot);
-    assert_eq!(spot.range, b, "only the blocks still to fetch");
-    // The halves went out blind meanwhile; the survey finds nearly all the logs in block 60.
-    let (c, d) = (planner.next_range().unwrap(), planner.next_range().unwrap());
-    assert_eq!((c, d), (range(50, 74), range(75, 99)));
+    assert_eq!(
+        spot.range,
+        range(50, 99),
+        "the first refusal's blocks still to fetch"
+    );
+    // b's first part went out blind meanwhile; the survey finds nearly all the logs in block 60.
+    let c = planner.next_range().unwrap();
+    assert_eq!(c.start(), 50);
+    assert!(c.contains(60) && c.end() < b.end(), "{c}");
+    // What lies beyond b goes out; the rest of b waits for c.
+    let beyond = planner.next_range().unwrap();
+    assert_eq!(beyond.start(), b.end() + 1);
+    planner.report(beyond, Outcome::Logs { n: 10 });
+    let new = planner.next_range().unwrap();
+    assert!(
+        new.start() > beyond.end(),
+        "the rest of b waits for c: {new}"
+    );
+    planner.report(new, Outcome::Logs { n: 10 });
     let mut hits = vec![60; 600];
     hits.extend([52, 70, 80]);
     hits.sort();
     planner.report_survey(spot, Ok(&hits));
-    assert_eq!(planner.report(d, Outcome::Logs { n: 100 }), Verdict::Done);
-    // The next refusal splits where the logs are, and the heavy block goes alone to narrower filters.
+    // The next refusal is cut where the logs are, and the heavy block goes alone to narrower filters.
     assert_eq!(
         planner.report(c, Outcome::TooManyResults { suggested: None }),
         Verdict::Split
     );
     assert_eq!(planner.next_range(), Some(range(50, 59)));
+    planner.report(range(50, 59), Outcome::Logs { n: 80 });
     let heavy = planner.next_range().unwrap();
     assert_eq!(heavy, range(60, 60));
     assert!(planner.expects_overflow(heavy));
-    assert_eq!(planner.next_range(), Some(range(61, 74)));
     assert!(
         planner.next_survey().is_none_or(|s| !s.spot),
         "a refusal the spot covers needs no second one"

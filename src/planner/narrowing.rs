@@ -1,0 +1,156 @@
+//! Narrowing a refused range one probe at a time, so that no range known to overflow is asked for whole.
+//!
+//! The spec's node answers "more than 10,000 results" with nothing else: where the logs are, the planner must
+//! find out. Halving hands both halves out at once, and on a stretch whose excess sits in one place (a block
+//! over the cap, a burst of a contract the survey does not see) every level costs two requests, one refused,
+//! and the pieces left over go out one by one, each smaller than the last. Here a refused range is narrowed
+//! from its start instead: only its first part (the *probe*) goes out, the rest is *held*. The probe's answer
+//! says where to look next:
+//! - refused: the excess is in the probe; it is narrowed in turn, and the rest stays held behind it;
+//! - answered with `n` logs: what is left of the refused blocks still holds at least the refused count minus
+//!   `n`. While that is half a target or more, the next probe is the start of the rest; below that the rest
+//!   is released and cut like any piece;
+//! - a single block over the cap: that block is the excess; the rest is released, with the span it had before.
+//!
+//! The held blocks are contiguous (whatever the narrowing has not yet looked at, up to the refused range's end
+//! and anything held behind it), so once the excess is found they go out as few ranges as the span allows
+//! instead of one per level. The cost is latency, not requests: a narrowing takes as many round trips in a row
+//! as halving did, while the other workers fetch elsewhere.
+
+use crate::primitives::{BlockNumber, BlockRange};
+
+use super::Planner;
+
+/// What a probe left behind it: the rest of a refused range, handed out once the probe is answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Held {
+    /// The blocks after the probe, not yet handed out.
+    pub(super) rest: BlockRange,
+    /// The last block of the refused range that holds the excess; blocks of `rest` above it merely wait
+    /// to go out with the rest.
+    suspect_end: BlockNumber,
+    /// Logs the probe and `rest` up to `suspect_end` hold at least, by the node's refusal.
+    at_least: u64,
+    /// The span before the narrowing began (restored when a single block explains the refusal).
+    span_before: u64,
+}
+
+impl Planner {
+    /// Narrows the refused range `first` + `rest`: `first` goes out as the probe, `rest` waits for it.
+    /// A probe that is itself refused keeps what was held behind it, joined to its own rest.
+    pub(super) fn narrow(&mut self, first: BlockRange, rest: BlockRange, span_before: u64) {
+        let behind = self.held.remove(&first.start());
+        let held = Held {
+            rest: match behind {
+                Some(outer) => join(rest, outer.rest),
+                None => rest,
+            },
+            suspect_end: rest.end(),
+            // The node's cap is at least the target: the refused blocks hold more than that.
+            at_least: self.config.target_logs,
+            span_before: behind.map_or(span_before, |outer| outer.span_before),
+        };
+        self.pieces.insert(first.start(), first);
+        self.held.insert(first.start(), held);
+    }
+
+    /// A piece handed out shorter than it was: when it is a probe, what was cut off joins the held rest
+    /// (it still lies before the excess, or holds it), else it waits as a piece of its own.
+    pub(super) fn put_back(&mut self, cut_off: BlockRange) {
+        let probe_start = cut_off.start();
+        let behind = self
+            .held
+            .range(..probe_start)
+            .next_back()
+            .map(|(&start, held)| (start, *held))
+            .filter(|(_, held)| held.rest.start() == cut_off.end() + 1);
+        match behind {
+            Some((start, held)) => {
+                self.held.insert(
+                    start,
+                    Held {
+                        rest: join(cut_off, held.rest),
+                        ..held
+                    },
+                );
+            }
+            None => {
+                self.pieces.insert(cut_off.start(), cut_off);
+            }
+        }
+    }
+
+    /// The probe starting at `start` was answered with `n` logs: narrows further or releases the rest.
+    pub(super) fn probe_answered(&mut self, start: BlockNumber, n: u64) {
+        let Some(held) = self.held.remove(&start) else {
+            return;
+        };
+        let at_least = held.at_least.saturating_sub(n);
+        let suspect = BlockRange::new(held.rest.start(), held.suspect_end);
+        let Some(suspect) = suspect.filter(|_| 2 * at_least >= self.config.target_logs) else {
+            // What the refusal left unexplained may fit one range now: the rest goes out as pieces.
+            self.release(held.rest);
+            return;
+        };
+        let last = self.narrowing_cut(suspect);
+        match held.rest.split_after(last) {
+            Some((probe, rest)) if last < held.suspect_end => {
+                self.pieces.insert(probe.start(), probe);
+                self.held.insert(
+                    probe.start(),
+                    Held {
+                        rest,
+                        suspect_end: held.suspect_end,
+                        at_least,
+                        span_before: held.span_before,
+                    },
+                );
+            }
+            // The excess is in the last suspect block: it goes alone, the blocks after it as pieces.
+            Some((probe, rest)) => {
+                self.pieces.insert(probe.start(), probe);
+                self.release(rest);
+            }
+            None => self.release(held.rest),
+        }
+    }
+
+    /// The probe at `start` was a single block over the cap (or its refusal cannot be narrowed by blocks):
+    /// releases the rest, with the span from before the narrowing when the block explains the refusal.
+    pub(super) fn probe_overflowed(&mut self, start: BlockNumber, explains: bool) {
+        if let Some(held) = self.held.remove(&start) {
+            if explains {
+                self.span = self.clamp(self.span.max(held.span_before));
+            }
+            self.release(held.rest);
+        }
+    }
+
+    /// Where the next probe of `suspect` ends: at its surveyed midpoint, else halfway or a learned span in,
+    /// whichever is shorter.
+    pub(super) fn narrowing_cut(&self, suspect: BlockRange) -> BlockNumber {
+        if suspect.len() == 1 {
+            return suspect.start();
+        }
+        if let Some(midpoint) = self.surveyed_midpoint(suspect) {
+            return midpoint;
+        }
+        let cut = (suspect.len() / 2).min(self.span).max(1);
+        suspect.start() + cut - 1
+    }
+
+    /// Blocks held behind probes (they are still to fetch).
+    pub(super) fn held_ranges(&self) -> impl Iterator<Item = BlockRange> + '_ {
+        self.held.values().map(|held| held.rest)
+    }
+
+    fn release(&mut self, rest: BlockRange) {
+        self.pieces.insert(rest.start(), rest);
+    }
+}
+
+/// Two adjacent ranges as one.
+fn join(first: BlockRange, second: BlockRange) -> BlockRange {
+    debug_assert_eq!(first.end() + 1, second.start());
+    BlockRange::new(first.start(), second.end()).expect("adjacent ranges")
+}
