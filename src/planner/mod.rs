@@ -357,7 +357,7 @@ impl Planner {
                 if !(range.len() == 1 && n > self.config.target_logs) {
                     self.learn_density(range, n);
                 }
-                self.probe_answered(range.start(), n);
+                self.probe_answered(range, n);
                 Verdict::Done
             }
             Outcome::TooManyResults { suggested } => {

@@ -33,6 +33,8 @@ pub(super) struct Held {
     at_least: u64,
     /// The span before the narrowing began (restored when a single block explains the refusal).
     span_before: u64,
+    /// Blocks and logs of the narrowing's answered probes: the density around the excess.
+    seen: (u64, u64),
 }
 
 impl Planner {
@@ -49,6 +51,7 @@ impl Planner {
             // The node's cap is at least the target: the refused blocks hold more than that.
             at_least: self.config.target_logs,
             span_before: behind.map_or(span_before, |outer| outer.span_before),
+            seen: behind.map_or((0, 0), |outer| outer.seen),
         };
         self.pieces.insert(first.start(), first);
         self.held.insert(first.start(), held);
@@ -80,21 +83,33 @@ impl Planner {
         }
     }
 
-    /// The probe starting at `start` was answered with `n` logs: narrows further or releases the rest.
-    pub(super) fn probe_answered(&mut self, start: BlockNumber, n: u64) {
-        let Some(held) = self.held.remove(&start) else {
+    /// The probe `range` was answered with `n` logs: narrows further or releases the rest.
+    pub(super) fn probe_answered(&mut self, range: BlockRange, n: u64) {
+        let Some(held) = self.held.remove(&range.start()) else {
             return;
         };
+        let seen = (held.seen.0 + range.len(), held.seen.1 + n);
         let at_least = held.at_least.saturating_sub(n);
+        // Empty when the last probe was the last suspect block.
         let suspect = BlockRange::new(held.rest.start(), held.suspect_end);
         let Some(suspect) = suspect.filter(|_| 2 * at_least >= self.config.target_logs) else {
-            // What the refusal left unexplained may fit one range now: the rest goes out as pieces.
-            self.release(held.rest);
+            // What the refusal left unexplained may fit one range now: the rest goes out as pieces, the
+            // refused blocks apart from those merely held behind them (together they would hold what is
+            // left of the excess and a range's worth more).
+            match held.rest.split_after(held.suspect_end) {
+                Some((suspect, behind)) => {
+                    self.release(suspect);
+                    self.release(behind);
+                }
+                None => self.release(held.rest),
+            }
             return;
         };
         let last = self.narrowing_cut(suspect);
+        // When the probe is the last suspect block, the rest still waits: if that block is over the cap, the
+        // rest goes out with the span from before the narrowing.
         match held.rest.split_after(last) {
-            Some((probe, rest)) if last < held.suspect_end => {
+            Some((probe, rest)) => {
                 self.pieces.insert(probe.start(), probe);
                 self.held.insert(
                     probe.start(),
@@ -103,13 +118,9 @@ impl Planner {
                         suspect_end: held.suspect_end,
                         at_least,
                         span_before: held.span_before,
+                        seen,
                     },
                 );
-            }
-            // The excess is in the last suspect block: it goes alone, the blocks after it as pieces.
-            Some((probe, rest)) => {
-                self.pieces.insert(probe.start(), probe);
-                self.release(rest);
             }
             None => self.release(held.rest),
         }
@@ -120,10 +131,21 @@ impl Planner {
     pub(super) fn probe_overflowed(&mut self, start: BlockNumber, explains: bool) {
         if let Some(held) = self.held.remove(&start) {
             if explains {
-                self.span = self.clamp(self.span.max(held.span_before));
+                self.span = self.clamp(self.span.max(self.span_after(&held)));
             }
             self.release(held.rest);
         }
+    }
+
+    /// The span after a narrowing that found a block over the cap: aimed by the density of its answered
+    /// probes (the blocks around the heavy one), never above the span it began with, which met the excess.
+    fn span_after(&self, held: &Held) -> u64 {
+        let (blocks, logs) = held.seen;
+        if logs == 0 {
+            return held.span_before;
+        }
+        let aim = self.config.target_logs as f64 * self.learned_aim();
+        ((blocks as f64 * aim / logs as f64) as u64).min(held.span_before)
     }
 
     /// Where the next probe of `suspect` ends: at its surveyed midpoint, else halfway or a learned span in,

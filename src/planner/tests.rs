@@ -56,8 +56,8 @@ fn a_refused_range_is_narrowed_from_its_start_while_its_rest_waits() {
     assert!(planner.is_finished());
 }
 
-/// Drives `planner` one range at a time against a chain of one log per block but for `heavy`, which holds
-/// 20,000 (over any cap); returns the ranges answered, in order, and how many were refused.
+/// Drives `planner`, answering whatever it hands out in order, against a chain of one log per block but for `heavy`, which holds
+/// 20,000 (over any cap); returns the ranges answered, by block, and how many were refused.
 fn find_heavy(planner: &mut Planner, heavy: u64) -> (Vec<BlockRange>, u64) {
     let count = |r: BlockRange| -> u64 {
         (r.start()..=r.end())
@@ -65,23 +65,29 @@ fn find_heavy(planner: &mut Planner, heavy: u64) -> (Vec<BlockRange>, u64) {
             .sum()
     };
     let (mut answered, mut refused) = (Vec::new(), 0);
-    while let Some(r) = planner.next_range() {
-        assert_eq!(planner.next_range(), None, "one range at a time here");
-        let n = count(r);
-        if n > 10_000 {
-            refused += 1;
-            let verdict = planner.report(r, Outcome::TooManyResults { suggested: None });
-            if verdict == Verdict::SingleBlockOverflow {
-                assert_eq!(r, BlockRange::single(heavy));
-                // The caller reads it by narrower filters, then reports it done.
+    loop {
+        let out: Vec<BlockRange> = std::iter::from_fn(|| planner.next_range()).collect();
+        if out.is_empty() {
+            break;
+        }
+        for r in out {
+            let n = count(r);
+            if n > 10_000 {
+                refused += 1;
+                let verdict = planner.report(r, Outcome::TooManyResults { suggested: None });
+                if verdict == Verdict::SingleBlockOverflow {
+                    assert_eq!(r, BlockRange::single(heavy));
+                    // The caller reads it by narrower filters, then reports it done.
+                    planner.report(r, Outcome::Logs { n });
+                    answered.push(r);
+                }
+            } else {
                 planner.report(r, Outcome::Logs { n });
                 answered.push(r);
             }
-        } else {
-            planner.report(r, Outcome::Logs { n });
-            answered.push(r);
         }
     }
+    answered.sort_by_key(BlockRange::start);
     assert!(planner.is_finished());
     (answered, refused)
 }
@@ -540,5 +546,33 @@ proptest! {
             expected_next = r.end() + 1;
         }
         prop_assert_eq!(expected_next, plan.end() + 1);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, rng_seed: proptest::test_runner::RngSeed::Fixed(7), ..ProptestConfig::default() })]
+
+    /// Wherever a block over the cap sits in a refused range of any length, narrowing finds it with about one
+    /// request per halving (ceil(log2(len)) and two more) after the refusal, and what follows it goes out cut by
+    /// the density around it, not by the narrowing's last small probe.
+    #[test]
+    fn narrowing_finds_a_heavy_block_in_log2_requests(len in 2u64..20_000, at in 0.0f64..1.0) {
+        let heavy = ((len as f64 * at) as u64).min(len - 1);
+        // The default target against the spec's cap of 10,000 (the heavy block holds 20,000).
+        let config = PlannerConfig { initial_span: 20_000, max_span: 20_000, target_logs: 9_500 };
+        let mut planner = Planner::new(config, range(0, len - 1), []);
+        let (answered, refused) = find_heavy(&mut planner, heavy);
+        // The heavy block is answered by other means: its refusal is the request.
+        let requests = answered.len() as u64 + refused - 1;
+        let levels = u64::from(64 - (len - 1).leading_zeros());
+        // After it the span is back to what the density allows (at least 0.6 of the target at one log per
+        // block, and a tail), not the narrowing's last small probe.
+        let rest = len - 1 - heavy;
+        let after = answered.iter().filter(|r| r.start() > heavy).count() as u64;
+        prop_assert!(after <= rest / 5_700 + 2, "{after} ranges after the heavy block: {answered:?}");
+        // Before it: the whole range, about a probe per level (halves are rounded, and a probe is cut
+        // shorter where the learned span is: two more at most), the heavy block's own refusal. Halving
+        // both halves at once took two per level.
+        prop_assert!(requests - after <= 1 + levels + 2 + 1, "{requests} for {len} blocks, heavy at {heavy}: {answered:?}");
     }
 }
