@@ -10,7 +10,8 @@
 //! - answered with `n` logs: what is left of the refused blocks still holds at least the refused count minus
 //!   `n`. While that is half a target or more, the next probe is the start of the rest; below that the rest
 //!   is released and cut like any piece;
-//! - a single block over the cap: that block is the excess; the rest is released, with the span it had before.
+//! - a single block over the cap: that block is the excess; the rest is released, at a span aimed by the
+//!   density of the probes answered around it (never above the span the narrowing began with).
 //!
 //! The held blocks are contiguous (whatever the narrowing has not yet looked at, up to the refused range's end
 //! and anything held behind it), so once the excess is found they go out as few ranges as the span allows
@@ -31,7 +32,7 @@ pub(super) struct Held {
     suspect_end: BlockNumber,
     /// Logs the probe and `rest` up to `suspect_end` hold at least, by the node's refusal.
     at_least: u64,
-    /// The span before the narrowing began (restored when a single block explains the refusal).
+    /// The span before the narrowing began: the most a span set after a heavy block may be.
     span_before: u64,
     /// Blocks and logs of the narrowing's answered probes: the density around the excess.
     seen: (u64, u64),
@@ -107,7 +108,7 @@ impl Planner {
         };
         let last = self.narrowing_cut(suspect);
         // When the probe is the last suspect block, the rest still waits: if that block is over the cap, the
-        // rest goes out with the span from before the narrowing.
+        // rest goes out at the span the density around it allows, not at the narrowing's last small one.
         match held.rest.split_after(last) {
             Some((probe, rest)) => {
                 self.pieces.insert(probe.start(), probe);
@@ -127,7 +128,7 @@ impl Planner {
     }
 
     /// The probe at `start` was a single block over the cap (or its refusal cannot be narrowed by blocks):
-    /// releases the rest, with the span from before the narrowing when the block explains the refusal.
+    /// releases the rest, at [`Self::span_after`] when the block explains the refusal.
     pub(super) fn probe_overflowed(&mut self, start: BlockNumber, explains: bool) {
         if let Some(held) = self.held.remove(&start) {
             if explains {
