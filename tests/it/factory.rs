@@ -292,16 +292,11 @@ async fn busy_children_are_asked_for_by_topic_and_other_contracts_logs_dropped(b
     let target = 2_990;
     let work = Workdir::with(backend).await;
     let configured = [factory_contract()];
-    // One request at a time: the mode of a range is chosen when it is sent, from the answers so far, and
-    // with eight in flight every range past 1,000 children could go out before the first chunked answer
-    // measured their density (the test failed 3 runs in 8 so, on `f485c44` as on later commits).
-    let path = work.write_config(
-        &node.http_url(),
-        &[factory_contract()],
-        "max_concurrency = 1",
+    let path = pairs_config(
+        &node,
+        &work,
         "initial_block_range = 50\nmax_block_range = 200",
     );
-    add_pairs(&path);
     let report = support::sync(&path, Target::Number(target))
         .await
         .expect("sync");
