@@ -242,7 +242,7 @@ impl Planner {
                 unreachable!("a piece never waits");
             };
             if let Some((first, rest)) = piece.split_after(last) {
-                self.put_back(rest);
+                self.put_back(piece.start(), rest);
                 return Some(self.hand_out(first));
             }
             return Some(self.hand_out(piece));
@@ -384,7 +384,7 @@ impl Planner {
                             // A suggested range fits the node's cap: the node knows the density better than
                             // we do, and what follows it is no longer known to overflow.
                             self.span = self.clamp(first.len());
-                            self.probe_overflowed(range.start(), false);
+                            self.release_held(range.start());
                             self.requeue(first, rest);
                         } else {
                             let span_before = self.span;
@@ -394,25 +394,25 @@ impl Planner {
                         Verdict::Split
                     }
                     None => {
-                        self.probe_overflowed(range.start(), true);
+                        self.heavy_block_found(range.start());
                         Verdict::SingleBlockOverflow
                     }
                 }
             }
             Outcome::Timeout => match range.halve() {
                 Some((first, rest)) => {
-                    self.probe_overflowed(range.start(), false);
+                    self.release_held(range.start());
                     self.span = self.clamp(first.len());
                     self.requeue(first, rest);
                     Verdict::Split
                 }
                 None => {
-                    self.probe_overflowed(range.start(), false);
+                    self.release_held(range.start());
                     Verdict::SingleBlockOverflow
                 }
             },
             Outcome::RangeTooWide { max_blocks } => {
-                self.probe_overflowed(range.start(), false);
+                self.release_held(range.start());
                 let cap = max_blocks
                     .filter(|&m| m >= 1 && m < range.len())
                     .unwrap_or(range.len().div_ceil(2).max(1));

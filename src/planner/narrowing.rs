@@ -26,7 +26,7 @@ use super::Planner;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Held {
     /// The blocks after the probe, not yet handed out.
-    pub(super) rest: BlockRange,
+    rest: BlockRange,
     /// The last block of the refused range that holds the excess; blocks of `rest` above it merely wait
     /// to go out with the rest.
     suspect_end: BlockNumber,
@@ -58,29 +58,13 @@ impl Planner {
         self.held.insert(first.start(), held);
     }
 
-    /// A piece handed out shorter than it was: when it is a probe, what was cut off joins the held rest
-    /// (it still lies before the excess, or holds it), else it waits as a piece of its own.
-    pub(super) fn put_back(&mut self, cut_off: BlockRange) {
-        let probe_start = cut_off.start();
-        let behind = self
-            .held
-            .range(..probe_start)
-            .next_back()
-            .map(|(&start, held)| (start, *held))
-            .filter(|(_, held)| held.rest.start() == cut_off.end() + 1);
-        match behind {
-            Some((start, held)) => {
-                self.held.insert(
-                    start,
-                    Held {
-                        rest: join(cut_off, held.rest),
-                        ..held
-                    },
-                );
-            }
-            None => {
-                self.pieces.insert(cut_off.start(), cut_off);
-            }
+    /// The piece starting at `piece_start` was handed out shorter than it was: when it is a probe, what was
+    /// cut off joins its held rest (it still lies before the excess, or holds it), else it waits as a piece
+    /// of its own.
+    pub(super) fn put_back(&mut self, piece_start: BlockNumber, cut_off: BlockRange) {
+        match self.held.get_mut(&piece_start) {
+            Some(held) => held.rest = join(cut_off, held.rest),
+            None => self.release(cut_off),
         }
     }
 
@@ -127,13 +111,19 @@ impl Planner {
         }
     }
 
-    /// The probe at `start` was a single block over the cap (or its refusal cannot be narrowed by blocks):
-    /// releases the rest, at [`Self::span_after`] when the block explains the refusal.
-    pub(super) fn probe_overflowed(&mut self, start: BlockNumber, explains: bool) {
+    /// The probe at `start` was a single block over the cap: it explains the refusal, so the rest is released
+    /// at [`Self::span_after`].
+    pub(super) fn heavy_block_found(&mut self, start: BlockNumber) {
+        if let Some(held) = self.held.get(&start) {
+            self.span = self.clamp(self.span.max(self.span_after(held)));
+        }
+        self.release_held(start);
+    }
+
+    /// Releases what waits behind the range at `start`, if anything: the node answered it in a way that says
+    /// nothing more of where the excess is (a suggested range, a timeout, a span limit).
+    pub(super) fn release_held(&mut self, start: BlockNumber) {
         if let Some(held) = self.held.remove(&start) {
-            if explains {
-                self.span = self.clamp(self.span.max(self.span_after(&held)));
-            }
             self.release(held.rest);
         }
     }
@@ -151,7 +141,7 @@ impl Planner {
 
     /// Where the next probe of `suspect` ends: at its surveyed midpoint, else halfway or a learned span in,
     /// whichever is shorter.
-    pub(super) fn narrowing_cut(&self, suspect: BlockRange) -> BlockNumber {
+    fn narrowing_cut(&self, suspect: BlockRange) -> BlockNumber {
         if suspect.len() == 1 {
             return suspect.start();
         }
