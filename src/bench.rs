@@ -595,6 +595,13 @@ fn render(args: &BenchArgs, phases: &[Phase], lower_bound: Option<u64>, blocks: 
             p.name, p.report.topic_only, p.report.foreign_logs
         );
     }
+    for p in phases.iter().filter(|p| p.report.children_filled > 0) {
+        let _ = writeln!(
+            out,
+            "{}: {} fillings of factory children found after their ranges were asked for",
+            p.name, p.report.children_filled
+        );
+    }
     if let Some(e2e) = find("end-to-end") {
         if let (Some(fetch), Some(store)) = (find("fetch-only"), find("store-only")) {
             let ceiling = fetch.logs_per_s().min(store.logs_per_s());

@@ -75,6 +75,9 @@ pub struct GateStats {
     pub foreign_logs: AtomicU64,
     /// Blocks read from their receipts (over the cap for one address and topic0).
     pub receipt_blocks: AtomicU64,
+    /// Fillings: the logs of factory children found after a range was asked for without them, fetched for
+    /// it (`pipeline::discover`; each planned like a range, so one or more `eth_getLogs` requests).
+    pub children_filled: AtomicU64,
 }
 
 /// Semaphore + rate window + retry policy in front of every request, stopped by one cancellation token.

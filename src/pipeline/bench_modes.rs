@@ -29,6 +29,8 @@ pub async fn fetch_only(config: &Config, target: Target) -> Result<SyncReport, E
     };
     if let Some(start) = job.start(target) {
         let plan = BlockRange::new(start, target).expect("start <= target");
+        job.foresee(&node, config, plan, &CancellationToken::new())
+            .await?;
         let (tx, mut rx) = mpsc::channel::<Fetched>(config.sync.max_queued_batches.max(1));
         let fetcher = tokio::spawn(fetch::run(
             node.client.clone(),

@@ -5,7 +5,9 @@
 //! before the child created in it (or before it) was found. Every selection records how many children it
 //! covered ([`Children::selected`]); when the range arrives, the children registered since are fetched for
 //! it ([`Job::discover`]) and merged in, so a child's logs are complete from the block of its creating log,
-//! including those emitted earlier in that block (a proxy's setup events).
+//! including those emitted earlier in that block (a proxy's setup events). A backfill reads the children
+//! ahead (`pipeline::foresight`): its selections carry them from the start, and a foreseen child is filled
+//! in only for a range selected before the reading (the head read that overlaps the backfill).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -15,7 +17,6 @@ use alloy_primitives::{Address, B256};
 
 use crate::config::{Config, FactoryConfig};
 use crate::fetch::{Fetched, Group, Selection};
-use crate::planner::{Planner, PlannerConfig};
 use crate::primitives::{BlockNumber, BlockRange, Log};
 use crate::sink::ChildRow;
 
@@ -110,8 +111,41 @@ pub(super) struct Children {
     pub list: Vec<Child>,
     /// Address -> positions in `list` (one address may be a child of several contracts).
     pub by_address: HashMap<Address, Vec<usize>>,
-    /// Range start -> how many children its selection covered (the fewest, when asked more than once).
-    selected: BTreeMap<BlockNumber, usize>,
+    /// Range start -> what its selection covered (the least, when asked more than once).
+    selected: BTreeMap<BlockNumber, Covered>,
+    /// The children backfills read ahead from the factories' logs ([`Job::foresee`]), in block order:
+    /// every selection made since covers those created by its range's end, registered or not.
+    foreseen: Vec<Child>,
+    /// Address -> the foreseen children at it: contract, creating block, and the reading that found it.
+    foreseen_at: HashMap<Address, Vec<Foreseen>>,
+    /// Readings ahead so far: a selection covers the foreseen children of its reading and before.
+    readings: u32,
+}
+
+/// A foreseen child as [`Children::foreseen_at`] keeps it.
+#[derive(Debug, Clone, Copy)]
+struct Foreseen {
+    contract: usize,
+    block_number: BlockNumber,
+    reading: u32,
+}
+
+/// What a selection covered: the first `registered` children of the list, and the children foreseen by
+/// reading `foreseen` and before (0: none).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Covered {
+    pub registered: usize,
+    pub foreseen: u32,
+}
+
+impl Covered {
+    /// What both of two selections covered.
+    fn least(self, other: Self) -> Self {
+        Self {
+            registered: self.registered.min(other.registered),
+            foreseen: self.foreseen.min(other.foreseen),
+        }
+    }
 }
 
 impl Children {
@@ -131,17 +165,53 @@ impl Children {
 
     /// Records that a selection for a range from `start` is being made with every child known now.
     pub(super) fn selected(&mut self, start: BlockNumber) {
-        let n = self.list.len();
+        let now = Covered {
+            registered: self.list.len(),
+            foreseen: self.readings,
+        };
         self.selected
             .entry(start)
-            .and_modify(|covered| *covered = (*covered).min(n))
-            .or_insert(n);
+            .and_modify(|covered| *covered = covered.least(now))
+            .or_insert(now);
+    }
+
+    /// Adds `children` (any order) to the foreseen, for the selections made from now on; a child foreseen
+    /// already, or announced again, counts from its first creating log.
+    pub(super) fn foresee(&mut self, mut children: Vec<Child>) {
+        self.readings += 1;
+        children.sort_by_key(|c| (c.block_number, c.log_index));
+        for child in children {
+            let at = self.foreseen_at.entry(child.address).or_default();
+            if at.iter().all(|f| f.contract != child.contract) {
+                at.push(Foreseen {
+                    contract: child.contract,
+                    block_number: child.block_number,
+                    reading: self.readings,
+                });
+                self.foreseen.push(child);
+            }
+        }
+        self.foreseen.sort_by_key(|c| (c.block_number, c.log_index));
+    }
+
+    /// Whether selections that covered `covered` had `child` for every block from the one it was created
+    /// in: it was foreseen by one of their readings, at or before that block.
+    fn was_foreseen(&self, child: &Child, covered: Covered) -> bool {
+        self.foreseen_at
+            .get(&child.address)
+            .into_iter()
+            .flatten()
+            .any(|f| {
+                f.contract == child.contract
+                    && f.block_number <= child.block_number
+                    && f.reading <= covered.foreseen
+            })
     }
 
     /// How many children the requests that fetched `range` covered: the fewest over the selections made
     /// for blocks from the last one at or before its start up to its end (a range's pieces are selected
     /// on their own; a range nobody recorded counts as covering none). Forgets selections before `range`.
-    pub(super) fn covered(&mut self, range: BlockRange) -> usize {
+    pub(super) fn covered(&mut self, range: BlockRange) -> Covered {
         let from = self
             .selected
             .range(..=range.start())
@@ -150,20 +220,50 @@ impl Children {
         let covered = self
             .selected
             .range(from..=range.end())
-            .map(|(_, &n)| n)
-            .min()
-            .unwrap_or(0);
+            .map(|(_, &covered)| covered)
+            .reduce(Covered::least)
+            .unwrap_or(Covered {
+                registered: 0,
+                foreseen: 0,
+            });
         self.selected = self.selected.split_off(&from);
         covered
     }
 
-    /// The children of contract `contract` created at or before `block`.
+    /// The children of contract `contract` created at or before `block`: those registered, then those
+    /// foreseen and not registered yet.
     pub(super) fn addresses_of(&self, contract: usize, block: BlockNumber) -> Vec<Address> {
+        let registered = |address: &Address| {
+            self.by_address
+                .get(address)
+                .is_some_and(|at| at.iter().any(|&i| self.list[i].contract == contract))
+        };
+        let foreseen = self
+            .foreseen
+            .iter()
+            .take_while(|c| c.block_number <= block)
+            .filter(|c| c.contract == contract && !registered(&c.address));
         self.list
             .iter()
             .filter(|c| c.contract == contract && c.block_number <= block)
+            .chain(foreseen)
             .map(|c| c.address)
             .collect()
+    }
+
+    /// Contracts whose child `address` is at `block` by the factories' logs read ahead, registered yet or
+    /// not: the logs a batch may keep once its creating logs are registered.
+    pub(super) fn foreseen_emitters(
+        &self,
+        address: &Address,
+        block: BlockNumber,
+    ) -> impl Iterator<Item = usize> + '_ {
+        self.foreseen_at
+            .get(address)
+            .into_iter()
+            .flatten()
+            .filter(move |f| f.block_number <= block)
+            .map(|f| f.contract)
     }
 
     /// Contracts whose child `address` is at `block` (created at or before it).
@@ -210,15 +310,17 @@ impl Job {
         // The lock is held for this block only: never across a request.
         let wanted = {
             let mut children = self.children.write().expect("children lock");
-            let mut fewest = usize::MAX;
+            let mut least: Option<Covered> = None;
             for f in fetched.iter() {
-                fewest = fewest.min(children.covered(f.range));
+                let covered = children.covered(f.range);
+                least = Some(least.map_or(covered, |least| least.least(covered)));
                 self.register_announced(&mut children, &f.logs);
             }
+            let least = least.expect("fetched is not empty");
             let last = fetched[fetched.len() - 1].range.end();
-            let missing: Vec<&Child> = children.list[fewest.min(children.list.len())..]
+            let missing: Vec<&Child> = children.list[least.registered.min(children.list.len())..]
                 .iter()
-                .filter(|c| c.block_number <= last)
+                .filter(|c| c.block_number <= last && !children.was_foreseen(c, least))
                 .collect();
             let wanted = missing.iter().map(|c| c.block_number).min().map(|from| {
                 let span = BlockRange::new(from.max(fetched[0].range.start()), last)
@@ -237,6 +339,10 @@ impl Job {
         let Some((span, addresses, topic0)) = wanted else {
             return Ok(0);
         };
+        node.gate
+            .stats
+            .children_filled
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let filled = self.fill(node, config, span, addresses, topic0).await?;
         let n_filled = filled.logs.len();
         let mut logs = filled.logs.into_iter().peekable();
@@ -309,15 +415,7 @@ impl Job {
             groups: vec![Group::unfiltered(addresses, topic0)],
             pairs: Vec::new(),
         };
-        let planner = Planner::new(
-            PlannerConfig {
-                initial_span: config.sync.initial_block_range,
-                max_span: config.sync.max_block_range,
-                target_logs: config.sync.target_logs_per_request,
-            },
-            span,
-            std::iter::once(span.start()),
-        );
+        let planner = super::job::span_planner(config, span);
         let select: head::Selector = Arc::new(move |_| selection.clone());
         let mut fetched = head::fetch_logs(node, planner, &select, span).await?;
         fetched.logs.sort_by_key(|l| (l.block_number, l.log_index));

@@ -304,18 +304,15 @@ impl Job {
         &self,
         config: &Config,
     ) -> impl FnOnce(BlockRange) -> Planner + Send + use<> {
-        let planner_config = PlannerConfig {
-            initial_span: config.sync.initial_block_range,
-            max_span: config.sync.max_block_range,
-            target_logs: config.sync.target_logs_per_request,
-        };
+        let planner_config = planner_config(config);
         let contracts = self.contracts.clone();
         move |plan| Planner::new(planner_config, plan, contracts.iter().map(|c| c.next))
     }
 
     /// Whether a log is one the database keeps, as [`Job::build_batch`] decides it: not `removed`, of a
-    /// contract that has joined by its block, matched by one of its configured events. For the stamping
-    /// stage, which reads headers only for the blocks of such logs.
+    /// contract that has joined by its block, matched by one of its configured events (a factory's child
+    /// read ahead counts before its creating log is registered). For the stamping stage, which reads
+    /// headers only for the blocks of such logs.
     pub(super) fn stored(&self) -> super::enrich::Stored {
         let (contracts, by_address) = (self.contracts.clone(), self.by_address.clone());
         let decoders = self.decoders.clone();
@@ -337,13 +334,15 @@ impl Job {
             if configured.copied().any(joined_and_matched) {
                 return true;
             }
-            // A factory's child emits for its contract from the block of its creating log.
+            // A factory's child emits for its contract from the block of its creating log. This stage runs
+            // before the batch's creating logs are registered: a child read ahead counts already.
             children.as_ref().is_some_and(|children| {
-                children
-                    .read()
-                    .expect("children lock")
+                let children = children.read().expect("children lock");
+                let found = children
                     .emitters(&log.address, log.block_number)
-                    .any(joined_and_matched)
+                    .chain(children.foreseen_emitters(&log.address, log.block_number))
+                    .any(joined_and_matched);
+                found
             })
         })
     }
@@ -364,6 +363,21 @@ impl Job {
             selection(&contracts, &children, &creators, range)
         })
     }
+}
+
+/// The planner's limits from `[sync]`.
+pub(super) fn planner_config(config: &Config) -> PlannerConfig {
+    PlannerConfig {
+        initial_span: config.sync.initial_block_range,
+        max_span: config.sync.max_block_range,
+        target_logs: config.sync.target_logs_per_request,
+    }
+}
+
+/// A planner for one `span` of its own (every contract taken as joined at its start): for the requests a
+/// stage makes besides the backfill's ranges.
+pub(super) fn span_planner(config: &Config, span: BlockRange) -> Planner {
+    Planner::new(planner_config(config), span, std::iter::once(span.start()))
 }
 
 /// See [`Job::head_span`]; `nexts` are the contracts' next blocks.

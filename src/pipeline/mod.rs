@@ -18,6 +18,7 @@ mod batch;
 mod bench_modes;
 mod discover;
 mod enrich;
+mod foresight;
 mod head;
 mod indexes;
 mod job;
@@ -143,6 +144,8 @@ pub struct SyncReport {
     pub foreign_logs: u64,
     /// Blocks read from their receipts (over the cap for one address and topic0).
     pub receipt_blocks: u64,
+    /// Times the logs of factory children found after their range was asked for were fetched for it.
+    pub children_filled: u64,
     /// Wall time.
     pub elapsed: Duration,
 }

@@ -34,11 +34,29 @@ fn factory_chain(blocks: u64, children: u64) -> logslice::devnode::DevNodeConfig
     config
 }
 
+/// As [`factory_chain`], with `bursts` blocks where the pairs' logs together are over the cap.
+fn factory_chain_with_bursts(
+    blocks: u64,
+    children: u64,
+    bursts: u32,
+) -> logslice::devnode::DevNodeConfig {
+    let mut config = factory_chain(blocks, children);
+    if let Some(factory) = config.chain.factory.as_mut() {
+        factory.bursts = bursts;
+    }
+    config
+}
+
 /// The `[[contracts]]` entry of the pairs, appended to a config `write_config` wrote.
 fn add_pairs(config: &std::path::Path) {
+    add_children(config, "pair");
+}
+
+/// The `[[contracts]]` entry of the pairs as contract `name`, appended to a config `write_config` wrote.
+fn add_children(config: &std::path::Path, name: &str) {
     let abi = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("abis/uniswap_v2_pair.json");
     let entry = format!(
-        "\n[[contracts]]\nname = \"pair\"\nabi = \"{}\"\n\
+        "\n[[contracts]]\nname = \"{name}\"\nabi = \"{}\"\n\
          factory = {{ contract = \"uniswap_v2_factory\", event = \"PairCreated\", parameter = \"pair\" }}\n",
         abi.display()
     );
@@ -61,9 +79,18 @@ fn pairs_config(
 /// What the harness compares: the configured contracts, and each child as the `pair` contract at its own
 /// address from the block of its creating log.
 fn expected(children: &[TruthChild], configured: &[Contract]) -> Vec<Contract> {
+    expected_as(children, configured, "pair")
+}
+
+/// As [`expected`], the children's contract named `name`.
+fn expected_as(
+    children: &[TruthChild],
+    configured: &[Contract],
+    name: &'static str,
+) -> Vec<Contract> {
     let mut all = configured.to_vec();
     all.extend(children.iter().map(|child| Contract {
-        name: "pair",
+        name,
         address: child.address,
         abi: "uniswap_v2_pair.json",
         events: &[],
@@ -285,18 +312,22 @@ both_backends!(children_are_stamped_from_headers_without_block_timestamp);
 /// stored. Method: 2,000 pairs while the node's own tokens and pair (not configured) emit the same
 /// `Transfer`, `Approval`, `Swap` and `Sync` events; the sync must send topic-only requests, drop foreign
 /// logs, and end with every table equal to the truth (a foreign log kept would be a row too many, and the
-/// answer check refuses a log of an address not asked for).
+/// answer check refuses a log of an address not asked for). The children are read ahead, so every range
+/// past the 1,000th child carries over 1,000; one request at a time, so the first such range's chunked
+/// answer measures the density before the next is sent, and the next goes out by topic.
 async fn busy_children_are_asked_for_by_topic_and_other_contracts_logs_dropped(backend: Backend) {
     let node = support::start(factory_chain(3_000, 2_000)).await;
     let truth = node.truth();
     let target = 2_990;
     let work = Workdir::with(backend).await;
     let configured = [factory_contract()];
-    let path = pairs_config(
-        &node,
-        &work,
+    let path = work.write_config(
+        &node.http_url(),
+        &configured,
+        "max_concurrency = 1",
         "initial_block_range = 50\nmax_block_range = 200",
     );
+    add_pairs(&path);
     let report = support::sync(&path, Target::Number(target))
         .await
         .expect("sync");
@@ -308,3 +339,57 @@ async fn busy_children_are_asked_for_by_topic_and_other_contracts_logs_dropped(b
     assert_exact(&work, &truth, &configured, target).await;
 }
 both_backends!(busy_children_are_asked_for_by_topic_and_other_contracts_logs_dropped);
+
+/// Goal: the children a backfill will meet are read ahead from the factory's logs, so every range is asked
+/// for with the children created by its end and none is filled in afterwards, even where children multiply
+/// fastest and the fetcher runs furthest ahead of the decoding; a block where the pairs' logs together are
+/// over the cap (no pair alone near it) is indexed whole. Method: 2,000 pairs over 3,000 blocks with one
+/// such block, small ranges, a target below finality (all of it backfilled); `children_filled` is 0 and
+/// every table equals the truth.
+async fn children_read_ahead_leave_no_range_to_fill_in(backend: Backend) {
+    let node = support::start(factory_chain_with_bursts(3_000, 2_000, 1)).await;
+    let truth = node.truth();
+    let target = 2_500;
+    let work = Workdir::with(backend).await;
+    let configured = [factory_contract()];
+    let path = pairs_config(
+        &node,
+        &work,
+        "initial_block_range = 50\nmax_block_range = 200",
+    );
+    let report = support::sync(&path, Target::Number(target))
+        .await
+        .expect("sync");
+    assert_eq!(report.children_filled, 0, "{report:?}");
+    let n_children = assert_exact(&work, &truth, &configured, target).await;
+    assert!(n_children > 1_000, "{n_children} children");
+}
+both_backends!(children_read_ahead_leave_no_range_to_fill_in);
+
+/// Goal: `bench`'s factory shape is indexed exactly: the default contracts (one of them a pair with the
+/// children's events, so topic-only answers carry it) beside a factory whose 1,500 pairs multiply, with two
+/// blocks where the pairs' logs together are over the cap. Method: the `factory` preset's chain cut to
+/// 20,000 blocks, every table against the truth.
+async fn the_factory_preset_shape_is_exact(backend: Backend) {
+    let mut config = factory_chain_with_bursts(20_000, 1_500, 2);
+    config.chain.factory = logslice::devnode::ChainConfig::factory_preset().factory;
+    let node = support::start(config).await;
+    let truth = node.truth();
+    let work = Workdir::with(backend).await;
+    let mut configured = support::all_contracts();
+    configured.push(factory_contract());
+    let path = work.write_config(&node.http_url(), &configured, "", "");
+    add_children(&path, "v2_pair");
+    let report = support::sync(&path, Target::Latest).await.expect("sync");
+    let target = report.target;
+    let children = truth.factory_children(0, target);
+    let stored = assert_db_matches_truth(
+        &work,
+        &truth,
+        &expected_as(&children, &configured, "v2_pair"),
+        target,
+    )
+    .await;
+    assert_eq!(report.logs, stored as u64, "logs reported as stored");
+}
+both_backends!(the_factory_preset_shape_is_exact);

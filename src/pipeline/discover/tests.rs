@@ -1,7 +1,7 @@
 use alloy_json_abi::Event;
 use alloy_primitives::{Address, Bytes, B256, U256};
 
-use super::{merge, Child, Children, Factory};
+use super::{merge, Child, Children, Covered, Factory};
 use crate::config::FactoryConfig;
 use crate::primitives::{BlockRange, Log};
 
@@ -126,24 +126,24 @@ fn a_range_counts_the_children_its_selections_covered() {
     children.selected(200);
     assert!(children.register(child(2, 150)));
     children.selected(150); // a piece of the range from 100, selected later: covers two
-    assert_eq!(children.covered(range(0, 99)), 0);
+    assert_eq!(children.covered(range(0, 99)).registered, 0);
     // The range from 100 was cut in two; each piece counts its own selections and those before it.
-    assert_eq!(children.covered(range(100, 149)), 1);
+    assert_eq!(children.covered(range(100, 149)).registered, 1);
     assert_eq!(
-        children.covered(range(150, 199)),
+        children.covered(range(150, 199)).registered,
         2,
         "a piece asked for on its own"
     );
     children.selected(250);
     // A range that holds selections made at different times counts the fewest; a piece that was never
     // selected on its own counts the selection it came from.
-    assert_eq!(children.covered(range(200, 260)), 1);
-    assert_eq!(children.covered(range(261, 300)), 2);
+    assert_eq!(children.covered(range(200, 260)).registered, 1);
+    assert_eq!(children.covered(range(261, 300)).registered, 2);
     // Asked again for the same start later, the fewest stands.
     children.selected(301);
     children.register(child(3, 400));
     children.selected(301);
-    assert_eq!(children.covered(range(301, 500)), 2);
+    assert_eq!(children.covered(range(301, 500)).registered, 2);
 }
 
 #[test]
@@ -167,6 +167,70 @@ fn a_child_emits_for_its_contract_from_the_block_of_its_creating_log() {
     );
     assert_eq!(children.addresses_of(1, 9), Vec::<Address>::new());
     assert_eq!(children.addresses_of(1, 10), vec![address(1)]);
+}
+
+#[test]
+fn foreseen_children_are_selected_from_their_block_and_not_filled_in_again() {
+    let mut children = Children::default();
+    let range = |a, b| BlockRange::new(a, b).expect("a range");
+    children.selected(0); // before any reading ahead
+    let mut announced_again = child(2, 30);
+    announced_again.log_index = 1;
+    children.foresee(vec![child(2, 20), announced_again, child(1, 10)]);
+    children.selected(100);
+    assert_eq!(children.addresses_of(1, 9), Vec::<Address>::new());
+    assert_eq!(children.addresses_of(1, 19), vec![address(1)]);
+    assert_eq!(children.addresses_of(1, 25), vec![address(1), address(2)]);
+    assert_eq!(
+        children.addresses_of(2, 25),
+        Vec::<Address>::new(),
+        "another contract"
+    );
+    // Registered as the decoding meets it: listed once, not twice.
+    assert!(children.register(child(1, 10)));
+    assert_eq!(children.addresses_of(1, 25), vec![address(1), address(2)]);
+
+    let before = children.covered(range(0, 99));
+    let after = children.covered(range(100, 199));
+    assert_eq!(
+        after,
+        Covered {
+            registered: 0,
+            foreseen: 1
+        }
+    );
+    assert!(
+        !children.was_foreseen(&child(2, 20), before),
+        "a selection made before the reading did not have it"
+    );
+    assert!(children.was_foreseen(&child(2, 20), after));
+    assert!(
+        children.was_foreseen(&child(2, 40), after),
+        "created later than foreseen: every range holding it had it"
+    );
+    assert!(
+        !children.was_foreseen(&child(2, 15), after),
+        "created earlier than foreseen: the ranges from 15 to 19 were asked for without it"
+    );
+    assert!(
+        !children.was_foreseen(&child(3, 20), after),
+        "never foreseen"
+    );
+
+    // A second reading adds to the first; selections made before it do not count its children.
+    children.foresee(vec![child(4, 150), child(2, 160)]);
+    assert_eq!(
+        children.addresses_of(1, 200),
+        vec![address(1), address(2), address(4)]
+    );
+    assert!(!children.was_foreseen(&child(4, 150), after));
+    children.selected(200);
+    let second = children.covered(range(200, 299));
+    assert!(children.was_foreseen(&child(4, 150), second));
+    assert!(
+        !children.was_foreseen(&child(2, 15), second),
+        "foreseen from its first creating log"
+    );
 }
 
 #[test]
