@@ -182,7 +182,14 @@ pub(crate) async fn get_chunked(
         Blocks::Hash(_) => 1,
     };
     let densities = &gate.densities;
-    if densities.with(filter, |d| d.choose(filter.addresses.len(), blocks)) == Mode::TopicOnly {
+    let mode = densities.with(filter, |d| d.choose(filter.addresses.len(), blocks));
+    tracing::debug!(
+        ?mode,
+        addresses = filter.addresses.len(),
+        blocks,
+        "many addresses"
+    );
+    if mode == Mode::TopicOnly {
         let topic_only = LogFilter {
             addresses: Vec::new(),
             ..filter.clone()

@@ -27,7 +27,6 @@ impl<'a> super::Ctx<'a> {
         tracing::info!(%plan, node = %self.node.display, database = %self.db, "backfilling");
         self.observer.start(plan);
         let config = self.config;
-        self.job.foresee(&self.node, config, plan, cancel).await?;
         // `max_queued_batches` counts what waits for the writer: ranges in this channel and the decoded batch.
         let queued = config.sync.max_queued_batches.saturating_sub(1).max(1);
         let (tx, rx) = mpsc::channel::<Fetched>(queued);

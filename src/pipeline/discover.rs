@@ -5,9 +5,9 @@
 //! before the child created in it (or before it) was found. Every selection records how many children it
 //! covered ([`Children::selected`]); when the range arrives, the children registered since are fetched for
 //! it ([`Job::discover`]) and merged in, so a child's logs are complete from the block of its creating log,
-//! including those emitted earlier in that block (a proxy's setup events). A backfill reads the children
+//! including those emitted earlier in that block (a proxy's setup events). A catch-up reads the children
 //! ahead (`pipeline::foresight`): its selections carry them from the start, and a foreseen child is filled
-//! in only for a range selected before the reading (the head read that overlaps the backfill).
+//! in only for a range selected before a reading that found it.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;

@@ -1,5 +1,6 @@
-//! Factory children read ahead of a backfill: the factories' announcing logs over the whole plan, read
-//! before its ranges are fetched, so every range's request carries the children created by its end.
+//! Factory children read ahead of a catch-up: the factories' announcing logs from the first block any
+//! contract needs up to the target, read before the backfill's ranges and the head read beside it are
+//! selected, so every request carries the children created by its range's end.
 //!
 //! Without it a range carries only the children the decoding stage had found when the range was sent.
 //! The fetcher runs ahead of that stage by its whole budget, so on a chain where children multiply most

@@ -292,6 +292,17 @@ impl<'a> super::Ctx<'a> {
             Some(finalized) => finalized.min(end),
             None => self.finalized(end).await?,
         };
+        // Factory children are read ahead up to `end`, before the head read is selected: with them, neither
+        // the backfill's ranges nor the head read leaves a child to fill in.
+        if let Some(plan) = self
+            .job
+            .start(end)
+            .and_then(|start| BlockRange::new(start, end))
+        {
+            self.job
+                .foresee(&self.node, self.config, plan, cancel)
+                .await?;
+        }
         // The blocks above finality are read while the backfill commits: with a slow node, these round trips
         // would otherwise come after the last commit. The step checks the read against the database first.
         // Dropped unused (an error, a shutdown), the read is aborted.
