@@ -149,6 +149,7 @@ impl<'a> super::Ctx<'a> {
         let writing = async {
             // The open transaction of a batch streamed in parts: since when, and the rows written so far.
             let mut open: Option<(OpenBatch, Instant, u64, u64)> = None;
+            let mut committed = 0u64;
             loop {
                 let batch = tokio::select! {
                     biased;
@@ -209,7 +210,10 @@ impl<'a> super::Ctx<'a> {
                     "committed"
                 );
                 drop(batch);
-                release_freed_memory();
+                committed += 1;
+                if committed % TRIM_EVERY_BATCHES == 0 {
+                    release_freed_memory();
+                }
             }
         };
         let (written, undecodable) = {
@@ -316,11 +320,16 @@ impl Sender<'_> {
     }
 }
 
-/// Hands the pages of freed allocations back to the kernel, once per committed batch. A batch frees tens of
-/// thousands of small allocations (topics, data, rows) interleaved with the next batch's; glibc only returns
-/// memory from the top of its heaps, so without this the resident set crept up by about 15 MB over the
-/// first third of a long backfill and stayed there (docs/BENCHMARKS.md, memory at 10x). Its cost did not
-/// show in the benchmark's throughput.
+/// Committed batches between two [`release_freed_memory`] calls (each part of a batch written in parts
+/// releases its memory at once: such a batch is the size of many). Every batch cost a fifth of the
+/// throughput: the pages handed back are faulted in again, zeroed, by the next batch (sys time 4.8-6.4 s of
+/// a 1M-log sync against 3.3-3.5 s without; docs/BENCHMARKS.md).
+const TRIM_EVERY_BATCHES: u64 = 16;
+
+/// Hands the pages of freed allocations back to the kernel. A batch frees tens of thousands of small
+/// allocations (topics, data, rows) interleaved with the next batch's; glibc only returns memory from the
+/// top of its heaps, so without this the resident set crept up by about 15 MB over the first third of a long
+/// backfill and stayed there (docs/BENCHMARKS.md, memory at 10x).
 fn release_freed_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: `malloc_trim` only releases free pages of the allocator's own heaps; it is thread-safe (it
