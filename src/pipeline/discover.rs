@@ -113,7 +113,7 @@ pub(super) struct Children {
     pub by_address: HashMap<Address, Vec<usize>>,
     /// Range start -> what its selection covered (the least, when asked more than once).
     selected: BTreeMap<BlockNumber, Covered>,
-    /// The children backfills read ahead from the factories' logs ([`Job::foresee`]), in block order:
+    /// The children read ahead from the factories' logs ([`Job::foresee`]), in block order:
     /// every selection made since covers those created by its range's end, registered or not.
     foreseen: Vec<Child>,
     /// Address -> the foreseen children at it: contract, creating block, and the reading that found it.
@@ -134,7 +134,9 @@ struct Foreseen {
 /// reading `foreseen` and before (0: none).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Covered {
+    /// Children of the list, from its start.
     pub registered: usize,
+    /// The last reading ahead whose children it had (0: none).
     pub foreseen: u32,
 }
 

@@ -69,7 +69,7 @@ impl Job {
         let (fetched, found) = tokio::join!(fetching, collecting);
         fetched.map_err(node.error())?;
         let n = found.len();
-        tracing::info!(%plan, children = n, "read the factories' children ahead of the backfill");
+        tracing::info!(%plan, children = n, "read the factories' children ahead");
         self.children.write().expect("children lock").foresee(found);
         Ok(n)
     }
