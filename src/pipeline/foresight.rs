@@ -44,6 +44,7 @@ impl Job {
         if self.factories.is_empty() || plan.len() <= config.sync.initial_block_range {
             return Ok(0);
         }
+        tracing::info!(%plan, factories = self.factories.len(), "reading the factories' children ahead");
         let selection = self.announcing_selection();
         let select: Arc<dyn Fn(BlockRange) -> Selection + Send + Sync> =
             Arc::new(move |_| selection.clone());
