@@ -379,15 +379,18 @@ impl Job {
         }
     }
 
-    /// Registers the children the factories announce in `logs` (a `removed` log announces nothing).
+    /// Registers the children the factories announce in `logs`.
     fn register_announced(&self, children: &mut Children, logs: &[Log]) {
-        for log in logs.iter().filter(|l| !l.removed) {
-            for factory in &self.factories {
-                if let Some(child) = factory.child_of(log) {
-                    children.register(child);
-                }
-            }
+        for child in self.announced(logs) {
+            children.register(child);
         }
+    }
+
+    /// The children the factories announce in `logs`, in log order (a `removed` log announces nothing).
+    pub(super) fn announced<'a>(&'a self, logs: &'a [Log]) -> impl Iterator<Item = Child> + 'a {
+        logs.iter()
+            .filter(|l| !l.removed)
+            .flat_map(|log| self.factories.iter().filter_map(move |f| f.child_of(log)))
     }
 
     /// The topic0 alternatives that ask for every configured event of `contracts`; `None` when one has an

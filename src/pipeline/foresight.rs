@@ -61,9 +61,7 @@ impl Job {
         let collecting = async {
             let mut found = Vec::new();
             while let Some(fetched) = rx.recv().await {
-                for log in fetched.logs.iter().filter(|l| !l.removed) {
-                    found.extend(self.factories.iter().filter_map(|f| f.child_of(log)));
-                }
+                found.extend(self.announced(&fetched.logs));
             }
             found
         };
