@@ -143,7 +143,7 @@ pub(crate) async fn get_logs(
 ) -> Result<Vec<Log>, Error> {
     let requests = selection.groups.iter().map(|group| async move {
         let filter = group.filter(blocks);
-        let logs = get_chunked(client, gate, &filter).await?;
+        let logs = get_chunked(client, gate, &filter).await?.logs;
         match blocks {
             Blocks::Range(range) => checked(range, &filter, logs),
             Blocks::Hash(_) => checked_topics(&filter, logs),
@@ -159,6 +159,9 @@ pub(super) struct Answered {
     pub logs: Result<Vec<Log>, Error>,
     /// The groups that were answered, with their logs: kept when another group's refusal splits the range.
     pub by_group: Vec<(Group, Vec<Log>)>,
+    /// The most logs any one request answered (a kept group's logs counted as one request): what the
+    /// planner sizes ranges by, since the node's cap bounds each request and not the range's sum.
+    pub largest: usize,
 }
 
 /// [`get_logs`] over a range, taking the logs of groups in `kept` from there instead of asking again, and
@@ -177,20 +180,23 @@ pub(super) async fn get_range_logs(
         .zip(kept)
         .map(|(group, kept)| async move {
             if let Some(logs) = kept {
-                return (group, Ok(logs));
+                let largest = logs.len();
+                return (group, Ok((logs, largest)));
             }
             let filter = group.filter(Blocks::Range(range));
-            let logs = get_chunked(client, gate, &filter)
+            let answer = get_chunked(client, gate, &filter)
                 .await
-                .and_then(|logs| checked(range, &filter, logs));
-            (group, logs)
+                .and_then(|answer| Ok((checked(range, &filter, answer.logs)?, answer.largest)));
+            (group, answer)
         });
     let mut answers = Vec::new();
     let mut by_group = Vec::new();
     let mut first_error = None;
-    for (group, logs) in futures::future::join_all(requests).await {
-        match logs {
-            Ok(logs) => {
+    let mut largest = 0;
+    for (group, answer) in futures::future::join_all(requests).await {
+        match answer {
+            Ok((logs, most)) => {
+                largest = largest.max(most);
                 by_group.push((group.clone(), logs.clone()));
                 answers.push(logs);
             }
@@ -205,6 +211,7 @@ pub(super) async fn get_range_logs(
             None => Ok(merge_answers(answers)),
         },
         by_group,
+        largest,
     }
 }
 

@@ -42,6 +42,11 @@ use crate::rpc::{self, Blocks, Class, Client, LogFilter, SplitReason};
 /// the bookkeeping, far above what the log budget lets through in a dense stretch.
 const MAX_READY_RANGES: usize = 256;
 
+/// A range asked for in several requests (chunks of addresses, several filters) is sized by its largest
+/// answer, so it may carry several requests' worth of logs; at most this many, since the log budget counts
+/// a range in flight as one request's worth: memory stays within twice what it was for one request.
+const REQUESTS_OF_LOGS_PER_RANGE: usize = 2;
+
 /// Why fetching stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -350,18 +355,24 @@ pub async fn run(
                 let fetched = answered
                     .logs
                     .map(|logs| Fetched::from_get_logs(range, logs));
-                (range, fetched, true)
+                (range, fetched, Some(answered.largest))
             }
-            Task::Overflow(range, result) => (range, result, false),
+            Task::Overflow(range, result) => (range, result, None),
         };
         match result {
             Ok(fetched) => {
                 let n_logs = fetched.logs.len();
-                if counted && range.start() >= planner.sampling_start() {
+                // The planner aims each request under the cap: a range asked for in chunks of addresses
+                // (or several filters) is judged by its largest answer, so it may carry their sum (up to
+                // a bound, for memory).
+                let load = counted.map_or(n_logs, |largest| {
+                    largest.max(n_logs.div_ceil(REQUESTS_OF_LOGS_PER_RANGE))
+                }) as u64;
+                if counted.is_some() && range.start() >= planner.sampling_start() {
                     let counts = probe_counts(&probes, &fetched.logs);
-                    planner.observe_mix(range, n_logs as u64, &counts);
+                    planner.observe_mix(range, load, &counts);
                 }
-                planner.report(range, Outcome::Logs { n: n_logs as u64 });
+                planner.report(range, Outcome::Logs { n: load });
                 ready_logs += n_logs;
                 tracing::debug!(
                     %range,
@@ -476,7 +487,7 @@ pub(crate) async fn fetch_block_by_filters(
     let mut logs = Vec::new();
     while let Some((group, filter, answer)) = pending.next().await {
         match answer {
-            Ok(part) => logs.extend(checked(BlockRange::single(block), &filter, part)?),
+            Ok(part) => logs.extend(checked(BlockRange::single(block), &filter, part.logs)?),
             Err(Error::Split(_)) => {
                 let address = group.addresses[0];
                 let Some((a, b)) = group.halves() else {

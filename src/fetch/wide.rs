@@ -161,6 +161,16 @@ impl Densities {
     }
 }
 
+/// The logs of one filter, and the most that any one of its requests answered: the node's cap bounds each
+/// request, not their sum, so a range asked for in two chunks may carry twice the logs of one request.
+#[derive(Debug, Default)]
+pub(crate) struct Chunked {
+    /// Merged in `(block_number, log_index)` order.
+    pub logs: Vec<Log>,
+    /// The largest answer of a single request (a topic-only one counted before it is cut to the list).
+    pub largest: usize,
+}
+
 /// `eth_getLogs` of `filter` through the gate: one request for at most [`ADDRESSES_PER_REQUEST`]
 /// addresses; for more, chunks of them (run concurrently) or one topic-only request cut to them, as
 /// [`Density::choose`] decides. Merged in `(block_number, log_index)` order. One refused chunk refuses the
@@ -173,9 +183,11 @@ pub(crate) async fn get_chunked(
     client: &Client,
     gate: &Gate,
     filter: &LogFilter,
-) -> Result<Vec<Log>, Error> {
+) -> Result<Chunked, Error> {
     if filter.addresses.len() <= ADDRESSES_PER_REQUEST {
-        return one(client, gate, filter).await;
+        let logs = one(client, gate, filter).await?;
+        let largest = logs.len();
+        return Ok(Chunked { logs, largest });
     }
     let blocks = match filter.blocks {
         Blocks::Range(range) => range.len(),
@@ -207,27 +219,44 @@ pub(crate) async fn get_chunked(
                 gate.stats.topic_only.fetch_add(1, Relaxed);
                 gate.stats.foreign_logs.fetch_add(foreign, Relaxed);
                 crate::observe::record_topic_only(foreign);
-                return Ok(kept);
+                return Ok(Chunked {
+                    logs: kept,
+                    largest: total,
+                });
             }
             Err(Error::Split(_)) => densities.with(filter, |d| d.refused(blocks)),
             Err(other) => return Err(other),
         }
     }
-    let parts = filter
-        .addresses
-        .chunks(ADDRESSES_PER_REQUEST)
+    let parts = dealt(&filter.addresses)
+        .into_iter()
         .map(|chunk| async move {
             let part = LogFilter {
-                addresses: chunk.to_vec(),
+                addresses: chunk,
                 ..filter.clone()
             };
             one(client, gate, &part).await
         });
     let parts = futures::future::try_join_all(parts).await?;
+    let largest = parts.iter().map(Vec::len).max().unwrap_or(0);
     let mut logs: Vec<Log> = parts.into_iter().flatten().collect();
     logs.sort_by_key(|log| (log.block_number, log.log_index));
     densities.with(filter, |d| d.by_address(blocks, logs.len()));
-    Ok(logs)
+    Ok(Chunked { logs, largest })
+}
+
+/// `addresses` in the fewest chunks of at most [`ADDRESSES_PER_REQUEST`], dealt in turn like cards rather
+/// than cut in runs: a list is configured contracts first and children in the order they were created, so
+/// runs would put the busy contracts and the oldest children in one chunk and leave the last nearly empty.
+/// Dealt, the chunks carry more even shares, and the planner, which sizes a range by its largest answer,
+/// can make the range longer.
+fn dealt(addresses: &[Address]) -> Vec<Vec<Address>> {
+    let n = addresses.len().div_ceil(ADDRESSES_PER_REQUEST).max(1);
+    let mut chunks = vec![Vec::with_capacity(addresses.len() / n + 1); n];
+    for (i, address) in addresses.iter().enumerate() {
+        chunks[i % n].push(*address);
+    }
+    chunks
 }
 
 async fn one(client: &Client, gate: &Gate, filter: &LogFilter) -> Result<Vec<Log>, Error> {
@@ -309,6 +338,24 @@ mod tests {
     }
 
     proptest! {
+        /// Every address lands in exactly one chunk, no chunk is over the limit, there are as few chunks as
+        /// the limit allows, and their sizes differ by at most one.
+        #[test]
+        fn addresses_are_dealt_into_the_fewest_even_chunks(n in 0usize..5_000) {
+            let addresses: Vec<Address> = (0..n as u64)
+                .map(|i| Address::left_padding_from(&i.to_be_bytes()))
+                .collect();
+            let chunks = dealt(&addresses);
+            prop_assert_eq!(chunks.len(), n.div_ceil(ADDRESSES_PER_REQUEST).max(1));
+            let sizes: Vec<usize> = chunks.iter().map(Vec::len).collect();
+            let (least, most) = (sizes.iter().min().unwrap(), sizes.iter().max().unwrap());
+            prop_assert!(*most <= ADDRESSES_PER_REQUEST);
+            prop_assert!(most - least <= 1);
+            let mut all: Vec<Address> = chunks.into_iter().flatten().collect();
+            all.sort();
+            prop_assert_eq!(all, addresses);
+        }
+
         /// Topic-only is chosen only for a list longer than one request, when the expected answer is under
         /// the cap, and never in the rounds after a refusal.
         #[test]

@@ -403,3 +403,29 @@ async fn the_factory_preset_shape_is_exact(backend: Backend) {
     );
 }
 both_backends!(the_factory_preset_shape_is_exact);
+
+/// Goal: a range asked for in chunks of addresses may carry two requests' worth of logs, since the cap bounds
+/// each request and not their sum. Method: 4,000 pairs over 12,000 blocks, so from block 6,000 on every range
+/// goes out as two to four chunks, one request at a time. Ranges sized by their sum took 63 `eth_getLogs`
+/// requests here (with the chunks dealt evenly, as now), sized by their largest answer 51: the sync must stay
+/// under the midpoint, and the database must equal the truth.
+async fn a_range_in_chunks_carries_each_chunks_share_of_the_cap(backend: Backend) {
+    let node = support::start(factory_chain(12_000, 4_000)).await;
+    let truth = node.truth();
+    let target = 11_990;
+    let work = Workdir::with(backend).await;
+    let configured = [factory_contract()];
+    let path = work.write_config(&node.http_url(), &configured, "max_concurrency = 1", "");
+    add_pairs(&path);
+    let report = support::sync(&path, Target::Number(target))
+        .await
+        .expect("sync");
+    assert!(
+        report.log_requests <= 57,
+        "{} eth_getLogs requests for {} logs: ranges sized by the sum of their chunks?",
+        report.log_requests,
+        report.logs
+    );
+    assert_exact(&work, &truth, &configured, target).await;
+}
+both_backends!(a_range_in_chunks_carries_each_chunks_share_of_the_cap);
