@@ -157,7 +157,8 @@ pub(crate) async fn get_logs(
 pub(super) struct Answered {
     /// The merged logs, or the first error of any group.
     pub logs: Result<Vec<Log>, Error>,
-    /// The groups that were answered, with their logs: kept when another group's refusal splits the range.
+    /// When another group's refusal ended the range, the groups that were answered, with their logs (kept
+    /// for the range's pieces); empty when every group answered.
     pub by_group: Vec<(Group, Vec<Log>)>,
     /// The most logs any one request answered (a kept group's logs counted as one request): what the
     /// planner sizes ranges by, since the node's cap bounds each request and not the range's sum.
@@ -189,7 +190,6 @@ pub(super) async fn get_range_logs(
                 .and_then(|answer| Ok((checked(range, &filter, answer.logs)?, answer.largest)));
             (group, answer)
         });
-    let mut answers = Vec::new();
     let mut by_group = Vec::new();
     let mut first_error = None;
     let mut largest = 0;
@@ -197,21 +197,28 @@ pub(super) async fn get_range_logs(
         match answer {
             Ok((logs, most)) => {
                 largest = largest.max(most);
-                by_group.push((group.clone(), logs.clone()));
-                answers.push(logs);
+                by_group.push((group.clone(), logs));
             }
             Err(err) => {
                 first_error.get_or_insert(err);
             }
         }
     }
-    Answered {
-        logs: match first_error {
-            Some(err) => Err(err),
-            None => Ok(merge_answers(answers)),
+    // The groups' answers are handed back only when the range is refused (the pieces take them); a
+    // range answered whole merges them instead of holding a copy.
+    match first_error {
+        Some(err) => Answered {
+            logs: Err(err),
+            by_group,
+            largest,
         },
-        by_group,
-        largest,
+        None => Answered {
+            logs: Ok(merge_answers(
+                by_group.into_iter().map(|(_, logs)| logs).collect(),
+            )),
+            by_group: Vec::new(),
+            largest,
+        },
     }
 }
 
