@@ -190,31 +190,34 @@ pub(super) async fn get_range_logs(
                 .and_then(|answer| Ok((checked(range, &filter, answer.logs)?, answer.largest)));
             (group, answer)
         });
-    let mut by_group = Vec::new();
+    let mut answered = Vec::new();
     let mut first_error = None;
     let mut largest = 0;
     for (group, answer) in futures::future::join_all(requests).await {
         match answer {
             Ok((logs, most)) => {
                 largest = largest.max(most);
-                by_group.push((group.clone(), logs));
+                answered.push((group, logs));
             }
             Err(err) => {
                 first_error.get_or_insert(err);
             }
         }
     }
-    // The groups' answers are handed back only when the range is refused (the pieces take them); a
-    // range answered whole merges them instead of holding a copy.
+    // The groups (each with its address list) and their answers are handed back only when the range is
+    // refused, for its pieces; a range answered whole merges the answers and copies nothing.
     match first_error {
         Some(err) => Answered {
             logs: Err(err),
-            by_group,
+            by_group: answered
+                .into_iter()
+                .map(|(group, logs)| (group.clone(), logs))
+                .collect(),
             largest,
         },
         None => Answered {
             logs: Ok(merge_answers(
-                by_group.into_iter().map(|(_, logs)| logs).collect(),
+                answered.into_iter().map(|(_, logs)| logs).collect(),
             )),
             by_group: Vec::new(),
             largest,

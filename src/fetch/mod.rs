@@ -333,7 +333,7 @@ pub async fn run(
             Some(joined) = in_flight.join_next() => joined,
         };
         let joined = joined.map_err(|err| Error::Panicked(join_failure(err)))?;
-        let (range, result, counted) = match joined {
+        let (range, result, largest) = match joined {
             Task::Survey(request, result) => {
                 match result {
                     Ok(blocks) => {
@@ -365,10 +365,11 @@ pub async fn run(
                 // The planner aims each request under the cap: a range asked for in chunks of addresses
                 // (or several filters) is judged by its largest answer, so it may carry their sum (up to
                 // a bound, for memory).
-                let load = counted.map_or(n_logs, |largest| {
+                let load = largest.map_or(n_logs, |largest| {
                     largest.max(n_logs.div_ceil(REQUESTS_OF_LOGS_PER_RANGE))
                 }) as u64;
-                if counted.is_some() && range.start() >= planner.sampling_start() {
+                // An overflowed block (no largest answer) is not counted towards the probe's mix.
+                if largest.is_some() && range.start() >= planner.sampling_start() {
                     let counts = probe_counts(&probes, &fetched.logs);
                     planner.observe_mix(range, load, &counts);
                 }
