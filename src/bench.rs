@@ -424,7 +424,7 @@ pub fn truth_chunks(
         next = end + 1;
         let range = BlockRange::new(start, end).expect("start <= end");
         // Stamped as the node's `blockTimestamp` would (the store phase measures the database, not headers).
-        let timestamp_of = |block| truth.block(block).map(|b| b.timestamp);
+        let timestamp_of = |block| truth.timestamp(block);
         let mut stamped: Option<(u64, Option<u64>)> = None;
         let logs = truth
             .logs(start, end)

@@ -288,6 +288,13 @@ impl GroundTruth {
         })
     }
 
+    /// The timestamp of canonical block `number`, if it exists, without generating its logs and transactions
+    /// as [`Self::block`] does.
+    pub fn timestamp(&self, number: u64) -> Option<u64> {
+        let state = self.chain.read();
+        (number <= state.head).then(|| self.chain.header(&state, number).timestamp)
+    }
+
     /// The canonical block with this hash, if any.
     pub fn block_by_hash(&self, hash: B256) -> Option<TruthBlock> {
         let number = {

@@ -1,6 +1,6 @@
 //! Below finality: the concurrent range pipeline, fetch -> decode -> commit, with bounded channels.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -149,11 +149,25 @@ impl<'a> super::Ctx<'a> {
         let writing = async {
             // The open transaction of a batch streamed in parts: since when, and the rows written so far.
             let mut open: Option<(OpenBatch, Instant, u64, u64)> = None;
-            let mut committed = 0u64;
+            // Batches in flight on Postgres, committed in the order they came (`sink::InTurn`).
+            let mut in_turn = sink.in_turn();
+            let mut done = Reporter {
+                report: &mut *report,
+                observer,
+                batches: 0,
+            };
+            let db_error = |source| Error::Database {
+                database: db.clone(),
+                source,
+            };
             loop {
                 let batch = tokio::select! {
                     biased;
                     _ = cancel.cancelled() => return Err(Error::Interrupted),
+                    Some(committed) = in_turn.next() => {
+                        done.batch(committed.map_err(db_error)?);
+                        continue;
+                    }
                     batch = decoded_rx.recv() => batch,
                 };
                 let Some(Part {
@@ -162,58 +176,44 @@ impl<'a> super::Ctx<'a> {
                     more,
                 }) = batch
                 else {
+                    done.batches(in_turn.drain().await.map_err(db_error)?);
                     return Ok(());
                 };
-                let db_error = |source| Error::Database {
-                    database: db.clone(),
-                    source,
-                };
-                let (logs, typed) = (batch.logs.len() as u64, batch.typed.len() as u64);
-                let (committing, logs, typed) = if more || open.is_some() {
-                    // A part of a batch streamed in several: written into the batch's open transaction, which
-                    // commits with the last part.
-                    if open.is_none() {
-                        let opened = sink.begin_batch().await.map_err(db_error)?;
-                        open = Some((opened, Instant::now(), 0, 0));
-                    }
-                    let (opened, _, logs_so_far, typed_so_far) =
-                        open.as_mut().expect("opened above");
-                    opened
-                        .write(sink, &batch, encoded)
-                        .await
-                        .map_err(db_error)?;
-                    *logs_so_far += logs;
-                    *typed_so_far += typed;
-                    if more {
-                        drop(batch);
-                        release_freed_memory();
-                        continue;
-                    }
-                    let (opened, began, logs, typed) = open.take().expect("opened above");
-                    opened.commit(sink).await.map_err(db_error)?;
-                    report.streamed_batches += 1;
-                    (began, logs, typed)
-                } else {
-                    let committing = Instant::now();
-                    sink.commit_encoded(&batch, encoded)
-                        .await
-                        .map_err(db_error)?;
-                    (committing, logs, typed)
-                };
-                report.committed(logs, typed);
-                // Logs a `progress` line or draws the bar; moves the clock `/health` reads.
-                observer.committed(batch.range, logs, typed, committing.elapsed());
-                tracing::debug!(
-                    range = %batch.range.map(|r| r.to_string()).unwrap_or_default(),
-                    logs,
-                    ms = committing.elapsed().as_millis() as u64,
-                    "committed"
-                );
-                drop(batch);
-                committed += 1;
-                if committed % TRIM_EVERY_BATCHES == 0 {
-                    release_freed_memory();
+                if !(more || open.is_some()) {
+                    done.batches(
+                        in_turn
+                            .submit(sink, batch, encoded)
+                            .await
+                            .map_err(db_error)?,
+                    );
+                    continue;
                 }
+                // A part of a batch streamed in several: written into the batch's open transaction, which
+                // commits with the last part, after every batch before it.
+                done.batches(in_turn.drain().await.map_err(db_error)?);
+                let (logs, typed) = (batch.logs.len() as u64, batch.typed.len() as u64);
+                if open.is_none() {
+                    let opened = sink.begin_batch().await.map_err(db_error)?;
+                    open = Some((opened, Instant::now(), 0, 0));
+                }
+                let (opened, _, logs_so_far, typed_so_far) = open.as_mut().expect("opened above");
+                opened
+                    .write(sink, &batch, encoded)
+                    .await
+                    .map_err(db_error)?;
+                *logs_so_far += logs;
+                *typed_so_far += typed;
+                if more {
+                    drop(batch);
+                    release_freed_memory();
+                    continue;
+                }
+                let (opened, began, logs, typed) = open.take().expect("opened above");
+                opened.commit(sink).await.map_err(db_error)?;
+                done.report.streamed_batches += 1;
+                let range = batch.range;
+                drop(batch);
+                done.committed(range, logs, typed, began.elapsed());
             }
         };
         let (written, undecodable) = {
@@ -251,6 +251,47 @@ impl<'a> super::Ctx<'a> {
                 Ok(())
             }
         }
+    }
+}
+
+/// What the writer does with each batch committed: counts it, reports its progress, and every
+/// [`TRIM_EVERY_BATCHES`] hands freed memory back.
+struct Reporter<'r> {
+    report: &'r mut SyncReport,
+    observer: &'r super::Observer,
+    /// Batches committed so far.
+    batches: u64,
+}
+
+impl Reporter<'_> {
+    fn committed(&mut self, range: Option<BlockRange>, logs: u64, typed: u64, took: Duration) {
+        self.report.committed(logs, typed);
+        // Logs a `progress` line or draws the bar; moves the clock `/health` reads.
+        self.observer.committed(range, logs, typed, took);
+        tracing::debug!(
+            range = %range.map(|r| r.to_string()).unwrap_or_default(),
+            logs,
+            ms = took.as_millis() as u64,
+            "committed"
+        );
+        self.batches += 1;
+        if self.batches % TRIM_EVERY_BATCHES == 0 {
+            release_freed_memory();
+        }
+    }
+
+    /// Batches committed in turn ([`sink::InTurn`]), each dropped before the next is reported.
+    fn batches(&mut self, committed: Vec<sink::Committed>) {
+        for sink::Committed { batch, elapsed } in committed {
+            let (logs, typed) = (batch.logs.len() as u64, batch.typed.len() as u64);
+            let range = batch.range;
+            drop(batch);
+            self.committed(range, logs, typed, elapsed);
+        }
+    }
+
+    fn batch(&mut self, committed: sink::Committed) {
+        self.batches(vec![committed]);
     }
 }
 

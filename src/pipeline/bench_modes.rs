@@ -58,6 +58,10 @@ pub async fn fetch_only(config: &Config, target: Target) -> Result<SyncReport, E
 /// [`sync`] batches them; with the last block `end` they reach, the secondary indexes are deferred and
 /// built as `sync` would for that backfill (the build is timed).
 ///
+/// Batches commit one at a time, not in turn as `sync`'s writer commits them on Postgres (`sink::InTurn`):
+/// the chunks are generated between commits, untimed, and a batch in flight would go on being written
+/// meanwhile, so its time would go uncounted. On Postgres `sync` can therefore beat this ceiling.
+///
 /// # Errors
 /// [`Error::Database`], or a decoding error under `sync.strict`.
 pub async fn store_only(

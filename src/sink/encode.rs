@@ -35,7 +35,7 @@ impl Sink {
                 s.commit(inserts, &encoded.bookkeeping).await
             }
             (Sink::Postgres(s), EncodedRows::Postgres(copy)) => {
-                s.commit(batch, &copy, &encoded.bookkeeping).await
+                s.commit(batch, &copy, &encoded.bookkeeping, None).await
             }
             _ => Err(Error::Malformed(
                 "a batch encoded for another backend (a bug in logslice)".into(),

@@ -9,6 +9,7 @@
 //! `postgres` hold only what differs: the dialect, the bulk inserts and connection handling.
 
 mod encode;
+mod in_turn;
 mod indexes;
 mod migrate;
 mod parts;
@@ -35,6 +36,7 @@ use prepare::Dialect;
 use write::{Param, Statement};
 
 pub use encode::{Encoded, Encoder};
+pub use in_turn::{Committed, InTurn};
 pub use indexes::{
     IndexState, HOLD_ENV as HOLD_INDEX_BUILD_ENV, HOLD_MESSAGE as HOLD_INDEX_BUILD_MESSAGE,
     META_DEFERRED_INDEXES, META_INDEX_BUILD_STARTED,
@@ -98,6 +100,10 @@ pub enum Error {
     /// The database was built for something else (another chain, another address under a table).
     #[error("{0}")]
     Mismatch(String),
+    /// A batch committed in turn ([`InTurn`]) was not committed because the batch before it failed: that
+    /// batch's error is the one to report.
+    #[error("a batch was not committed because the batch before it failed")]
+    Abandoned,
     /// A value that cannot be right, never replaced by a default: a record the database holds that does not
     /// parse, a negative block number or count, a number that does not fit; or a number in a batch that the
     /// database cannot store.

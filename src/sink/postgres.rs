@@ -37,6 +37,7 @@ use std::time::Duration;
 use sqlx::postgres::{PgArguments, PgConnectOptions, PgPoolOptions};
 use sqlx::query::Query;
 use sqlx::{ConnectOptions, Connection, Executor, PgConnection, PgPool, Postgres, Row};
+use tokio::sync::oneshot;
 
 use crate::config::SecretUrl;
 use crate::decode::ColumnKind;
@@ -57,6 +58,11 @@ const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Attempts at committing one batch when the connection is lost, the first included.
 pub const COMMIT_ATTEMPTS: u32 = 6;
+
+/// The largest `CopyData` message a batch is sent in. sqlx copies a message into its connection's write
+/// buffer, which keeps its size: sent whole, a batch's COPY left a buffer of megabytes on every
+/// connection that wrote one. Row boundaries need not fall on message boundaries.
+const COPY_MESSAGE_BYTES: usize = 256 * 1024;
 
 /// Backoff before the second attempt; doubled for each later one, up to [`MAX_BACKOFF`].
 const INITIAL_BACKOFF: Duration = Duration::from_millis(250);
@@ -100,7 +106,9 @@ pub(super) const DIALECT: Dialect = Dialect {
     max_table_name: Some(("Postgres", MAX_IDENTIFIER_BYTES)),
 };
 
-/// A Postgres database (or one schema of it).
+/// A Postgres database (or one schema of it). A clone shares the pool ([`super::InTurn`] commits batches on
+/// clones, one per batch in flight).
+#[derive(Clone)]
 pub struct PostgresSink {
     pool: PgPool,
     /// The tables given to the last `prepare`.
@@ -233,17 +241,36 @@ impl PostgresSink {
     }
 
     /// Commits a checked batch: its rows, then `bookkeeping`, in one transaction, retried on a fresh
-    /// connection when the connection is lost.
+    /// connection when the connection is lost. With a `turn` (a receiver of the batch before's commit,
+    /// [`super::InTurn`]), the rows are written at once and the bookkeeping waits until the batch before has
+    /// committed: a batch's checkpoints never land before the rows of the blocks below them, and two
+    /// batches never take the same checkpoint rows' locks in the opposite order.
+    ///
+    /// # Errors
+    /// As [`super::Sink::commit`]; [`Error::Abandoned`] when the batch before failed (its own error is the
+    /// one to report).
     pub(super) async fn commit(
-        &mut self,
+        &self,
         batch: &Batch,
         copy: &CopyBatch,
         bookkeeping: &[Statement],
+        mut turn: Option<oneshot::Receiver<()>>,
     ) -> Result<(), Error> {
         // Encoded once (`super::Encoder`), sent again on every attempt.
         let mut attempt = 1;
         loop {
-            let (doing, source) = match self.try_commit(batch, copy, bookkeeping).await {
+            let rows = self.try_rows(batch, copy).await;
+            if let Some(turn) = turn.take() {
+                turn.await.map_err(|_| Error::Abandoned)?;
+            }
+            let outcome = match rows {
+                Ok(mut tx) => match write_bookkeeping(&mut tx, bookkeeping).await {
+                    Ok(()) => tx.commit().await.map_err(|e| ("committing a batch", e)),
+                    Err(err) => Err(err),
+                },
+                Err(err) => Err(err),
+            };
+            let (doing, source) = match outcome {
                 Ok(()) => return Ok(()),
                 Err((doing, source)) if !is_connection_lost(&source) => {
                     return Err(Error::Query { doing, source })
@@ -271,21 +298,19 @@ impl PostgresSink {
         }
     }
 
-    /// One attempt: the whole batch in one transaction, or nothing.
-    async fn try_commit(
+    /// One attempt's rows: a transaction holding the batch's rows, its bookkeeping not yet written.
+    async fn try_rows(
         &self,
         batch: &Batch,
         copy: &CopyBatch,
-        bookkeeping: &[Statement],
-    ) -> Result<(), (&'static str, sqlx::Error)> {
+    ) -> Result<sqlx::Transaction<'static, Postgres>, (&'static str, sqlx::Error)> {
         let mut tx = self.begin_batch().await?;
         let occupied = match copy.span {
             Some((low, high)) => occupied(&mut tx, copy, low, high).await?,
             None => false,
         };
-        self.write(&mut tx, batch, copy, bookkeeping, occupied)
-            .await?;
-        tx.commit().await.map_err(|e| ("committing a batch", e))
+        self.write(&mut tx, batch, copy, &[], occupied).await?;
+        Ok(tx)
     }
 
     /// Starts the transaction of a batch.
@@ -325,21 +350,14 @@ impl PostgresSink {
                         .copy_in_raw(&copy.sql)
                         .await
                         .map_err(|e| (copy.doing, e))?;
-                    copy_in
-                        .send(copy.data.as_slice())
-                        .await
-                        .map_err(|e| (copy.doing, e))?;
+                    for chunk in copy.data.chunks(COPY_MESSAGE_BYTES) {
+                        copy_in.send(chunk).await.map_err(|e| (copy.doing, e))?;
+                    }
                     copy_in.finish().await.map_err(|e| (copy.doing, e))?;
                 }
             }
         }
-        for statement in bookkeeping {
-            bind(sqlx::query(&statement.sql), &statement.params)
-                .execute(&mut **tx)
-                .await
-                .map_err(|e| (statement.doing, e))?;
-        }
-        Ok(())
+        write_bookkeeping(tx, bookkeeping).await
     }
 
     pub(super) async fn close(self) {
@@ -347,7 +365,20 @@ impl PostgresSink {
     }
 }
 
-/// The column type of a parameter, spelled as Postgres's `format_type` prints it (so `prepare` can compare).
+/// Runs a batch's bookkeeping statements (checkpoints, remembered blocks, children) in its transaction.
+async fn write_bookkeeping(
+    tx: &mut sqlx::Transaction<'static, Postgres>,
+    bookkeeping: &[Statement],
+) -> Result<(), (&'static str, sqlx::Error)> {
+    for statement in bookkeeping {
+        bind(sqlx::query(&statement.sql), &statement.params)
+            .execute(&mut **tx)
+            .await
+            .map_err(|e| (statement.doing, e))?;
+    }
+    Ok(())
+}
+
 /// Whether any table `copy` writes holds a row in blocks `low..=high`.
 pub(super) async fn occupied(
     tx: &mut sqlx::Transaction<'static, Postgres>,
@@ -373,6 +404,7 @@ pub(super) async fn occupied(
         .map_err(|e| ("looking for rows in the batch's blocks", e))
 }
 
+/// The column type of a parameter, spelled as Postgres's `format_type` prints it (so `prepare` can compare).
 fn sql_type(kind: ColumnKind) -> &'static str {
     match kind {
         // interface.md: uint*/int* exact, NUMERIC(78,0) (78 digits hold every uint256 and int256).

@@ -9,6 +9,7 @@ mod factory;
 mod filters;
 mod finality;
 mod follow;
+mod in_turn;
 mod indexes;
 mod migration;
 mod ops;
