@@ -50,6 +50,28 @@ pub enum Command {
     Bench(crate::bench::BenchArgs),
 }
 
+impl Cli {
+    /// Whether the command writes to Postgres (a config whose `database.url` is one, or `bench
+    /// --database postgres://...`), read before the runtime is built to size it. A config that does not
+    /// load says no here; the command reports its errors.
+    pub fn writes_postgres(&self) -> bool {
+        let config_is_postgres = |path: &std::path::Path| {
+            crate::config::load(path).is_ok_and(|config| {
+                matches!(config.database.url, crate::config::DatabaseUrl::Postgres(_))
+            })
+        };
+        match &self.command {
+            Command::Sync(args) => config_is_postgres(&args.config.config),
+            Command::Run(args) => config_is_postgres(&args.config),
+            Command::Bench(args) => args
+                .database
+                .as_deref()
+                .is_some_and(|url| !url.starts_with("sqlite:")),
+            Command::Status(_) | Command::Check(_) | Command::Devnode(_) => false,
+        }
+    }
+}
+
 /// `--config`.
 #[derive(Debug, Args)]
 pub struct ConfigArg {
@@ -98,5 +120,56 @@ mod tests {
     #[test]
     fn the_command_line_definition_is_consistent() {
         super::Cli::command().debug_assert();
+    }
+
+    /// The example config as it is (SQLite) and pointed at Postgres, beside the example's ABIs.
+    #[test]
+    fn postgres_is_told_apart_before_the_runtime_is_built() {
+        use clap::Parser;
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let dir = tempfile::tempdir().expect("a temp dir");
+        std::os::unix::fs::symlink(root.join("abis"), dir.path().join("abis")).expect("abis");
+        let example = std::fs::read_to_string(root.join("config.toml")).expect("the example");
+        let on_postgres = example.replace(
+            "url = \"sqlite://logslice.db\"",
+            "url = \"postgres://postgres@127.0.0.1:5432/test\"",
+        );
+        assert_ne!(on_postgres, example, "the example's database line moved");
+        let (sqlite, postgres) = (dir.path().join("sqlite.toml"), dir.path().join("pg.toml"));
+        std::fs::write(&sqlite, example).expect("write");
+        std::fs::write(&postgres, on_postgres).expect("write");
+        let writes_postgres = |args: &[&str]| {
+            super::Cli::try_parse_from([&["logslice"], args].concat())
+                .expect("parses")
+                .writes_postgres()
+        };
+        let (sqlite, postgres) = (sqlite.to_str().unwrap(), postgres.to_str().unwrap());
+        assert!(writes_postgres(&[
+            "sync", "--to", "10", "--config", postgres
+        ]));
+        assert!(writes_postgres(&["run", "--config", postgres]));
+        assert!(!writes_postgres(&[
+            "sync", "--to", "10", "--config", sqlite
+        ]));
+        assert!(!writes_postgres(&["run", "--config", sqlite]));
+        assert!(!writes_postgres(&[
+            "sync",
+            "--to",
+            "10",
+            "--config",
+            "/no/such/config.toml"
+        ]));
+        assert!(writes_postgres(&[
+            "bench",
+            "--database",
+            "postgres://u@h/db"
+        ]));
+        assert!(!writes_postgres(&[
+            "bench",
+            "--database",
+            "sqlite:///tmp/b.db"
+        ]));
+        assert!(!writes_postgres(&["bench"]));
+        assert!(!writes_postgres(&["status", "--config", postgres]));
     }
 }

@@ -45,15 +45,23 @@ fn main() -> ExitCode {
         LogFormat::Text => builder.init(),
     }
     let mut runtime = tokio::runtime::Builder::new_multi_thread();
-    // One core is left to the database writer, which runs outside the runtime (SQLite's own thread, the
-    // Postgres server): with a worker per core, fetching, parsing and an in-process node took CPU from the
-    // writer, the bottleneck. Measured on 2 cores (`logslice bench`, pairs alternating): end-to-end
-    // 20.5/17.4 s -> 15.4/15.0 s on the default chain, 18.1/17.7 s -> 15.9/14.7 s on the sparse preset
-    // at 250 ms; fetch-only got slower (2.0-2.5 s -> 3.3-3.6 s) and stayed 4x faster than the store.
+    // SQLite: one core is left to the database writer, SQLite's own thread outside the runtime: with a
+    // worker per core, fetching, parsing and an in-process node took CPU from the writer, the bottleneck.
+    // Measured on 2 cores (`logslice bench`, pairs alternating): end-to-end 20.5/17.4 s -> 15.4/15.0 s on
+    // the default chain, 18.1/17.7 s -> 15.9/14.7 s on the sparse preset at 250 ms; fetch-only got slower
+    // (2.0-2.5 s -> 3.3-3.6 s) and stayed 4x faster than the store; again with batches in turn, 85k
+    // against 123k logs/s. Postgres: a worker per core. Its writer's turns (`sink::InTurn`: each batch's
+    // COPY and commit) are tasks of the runtime, and with one worker they waited while it parsed and
+    // decoded: end-to-end 131-136k against 108-118k logs/s (docs/BENCHMARKS.md).
     // `TOKIO_WORKER_THREADS` still overrides it.
     if std::env::var_os("TOKIO_WORKER_THREADS").is_none() {
         let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
-        runtime.worker_threads(cores.saturating_sub(1).max(1));
+        let workers = if cli.writes_postgres() {
+            cores
+        } else {
+            cores.saturating_sub(1).max(1)
+        };
+        runtime.worker_threads(workers);
     }
     let runtime = match runtime.enable_all().build() {
         Ok(runtime) => runtime,
