@@ -197,10 +197,14 @@ pub async fn run(args: &BenchArgs) -> Result<String, Error> {
 /// after a day of runs (67 schemas, 72 GB) and a phase then failed with "No space left on device".
 /// Best effort: a failure is logged, not reported as the run's.
 async fn drop_schemas(url: &str) {
-    use sqlx::{Connection, Executor};
+    use sqlx::{ConnectOptions, Executor};
     let prefix = format!("bench_{}_", std::process::id());
     let dropped = async {
-        let mut conn = sqlx::PgConnection::connect(url).await?;
+        // Dropping a phase's schema takes seconds by design: not worth a warning.
+        let options = url
+            .parse::<sqlx::postgres::PgConnectOptions>()?
+            .log_slow_statements(log::LevelFilter::Debug, std::time::Duration::from_secs(1));
+        let mut conn = options.connect().await?;
         let names: Vec<String> = sqlx::query_scalar(
             "SELECT nspname::text FROM pg_namespace WHERE starts_with(nspname, $1)",
         )
@@ -211,7 +215,7 @@ async fn drop_schemas(url: &str) {
             conn.execute(format!("DROP SCHEMA \"{name}\" CASCADE").as_str())
                 .await?;
         }
-        conn.close().await?;
+        sqlx::Connection::close(conn).await?;
         Ok::<_, sqlx::Error>(names.len())
     };
     match dropped.await {
