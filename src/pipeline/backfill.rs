@@ -163,7 +163,11 @@ impl<'a> super::Ctx<'a> {
             loop {
                 let batch = tokio::select! {
                     biased;
-                    _ = cancel.cancelled() => return Err(Error::Interrupted),
+                    _ = cancel.cancelled() => {
+                        // The batches being written finish, as the one batch being committed always did.
+                        done.batches(in_turn.drain().await.map_err(db_error)?);
+                        return Err(Error::Interrupted);
+                    }
                     Some(committed) = in_turn.next() => {
                         done.batch(committed.map_err(db_error)?);
                         continue;

@@ -12,8 +12,9 @@
 //! Why this is safe: rows of two batches never meet, since a batch joins the batches in flight only when
 //! all its rows' blocks lie above theirs (otherwise it waits for them); the bookkeeping, which takes the
 //! checkpoint rows' locks, runs strictly in order; and a batch whose predecessor failed is never committed
-//! ([`Error::Abandoned`]). A batch still in flight when its [`InTurn`] is dropped (an error, a signal) rolls
-//! back, as an uncommitted batch always did: its checkpoint did not move either.
+//! ([`Error::Abandoned`]). On a signal the backfill's writer drains the batches in flight, as it always let the
+//! batch being committed finish; one still in flight when its [`InTurn`] is dropped (an error) rolls back, as
+//! an uncommitted batch always did: its checkpoint did not move either.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
