@@ -183,14 +183,20 @@ impl Phase {
 /// [`Error`] when a phase fails.
 pub async fn run(args: &BenchArgs) -> Result<String, Error> {
     let outcome = run_phases(args).await;
-    if let Some(url) = args
-        .database
-        .as_deref()
-        .filter(|u| !u.starts_with("sqlite:"))
-    {
+    if let Some(url) = args.postgres_url() {
         drop_schemas(url).await;
     }
     outcome
+}
+
+impl BenchArgs {
+    /// `--database` when it names Postgres (each phase then gets a schema of its own); `None` for the
+    /// default SQLite files or a `sqlite:` URL.
+    pub fn postgres_url(&self) -> Option<&str> {
+        self.database
+            .as_deref()
+            .filter(|url| !url.starts_with("sqlite:"))
+    }
 }
 
 /// Drops the schemas this process's phases created (`bench_<pid>_<n>_<phase>`, [`load_config`]). Each
@@ -402,15 +408,15 @@ fn load_config(
     phase: &str,
     phase_no: usize,
 ) -> Result<Config, Error> {
-    let database = match args.database.as_deref() {
-        None => format!(
-            "url = \"sqlite://{}\"",
-            dir.join(format!("{phase}.db")).display()
-        ),
-        Some(url) if url.starts_with("sqlite:") => format!("url = \"{url}.{phase}\""),
-        Some(url) => format!(
+    let database = match (args.postgres_url(), args.database.as_deref()) {
+        (Some(url), _) => format!(
             "url = \"{url}\"\nschema = \"bench_{}_{phase_no}_{phase}\"",
             std::process::id()
+        ),
+        (None, Some(sqlite)) => format!("url = \"{sqlite}.{phase}\""),
+        (None, None) => format!(
+            "url = \"sqlite://{}\"",
+            dir.join(format!("{phase}.db")).display()
         ),
     };
     let text = format!(

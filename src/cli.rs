@@ -63,10 +63,7 @@ impl Cli {
         match &self.command {
             Command::Sync(args) => config_is_postgres(&args.config.config),
             Command::Run(args) => config_is_postgres(&args.config),
-            Command::Bench(args) => args
-                .database
-                .as_deref()
-                .is_some_and(|url| !url.starts_with("sqlite:")),
+            Command::Bench(args) => args.postgres_url().is_some(),
             Command::Status(_) | Command::Check(_) | Command::Devnode(_) => false,
         }
     }

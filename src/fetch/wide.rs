@@ -251,7 +251,10 @@ pub(crate) async fn get_chunked(
 /// chunks let the range grow longer.
 fn dealt(addresses: &[Address]) -> Vec<Vec<Address>> {
     let n = addresses.len().div_ceil(ADDRESSES_PER_REQUEST).max(1);
-    let mut chunks = vec![Vec::with_capacity(addresses.len() / n + 1); n];
+    // Not `vec![...; n]`: a cloned `Vec` does not keep its capacity.
+    let mut chunks: Vec<Vec<Address>> = (0..n)
+        .map(|_| Vec::with_capacity(addresses.len() / n + 1))
+        .collect();
     for (i, address) in addresses.iter().enumerate() {
         chunks[i % n].push(*address);
     }

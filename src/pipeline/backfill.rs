@@ -150,7 +150,7 @@ impl<'a> super::Ctx<'a> {
             // The open transaction of a batch streamed in parts: since when, and the rows written so far.
             let mut open: Option<(OpenBatch, Instant, u64, u64)> = None;
             // Batches in flight on Postgres, committed in the order they came (`sink::InTurn`).
-            let mut in_turn = sink.in_turn();
+            let mut in_turn = sink::InTurn::default();
             let mut done = Reporter {
                 report: &mut *report,
                 observer,

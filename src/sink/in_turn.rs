@@ -38,8 +38,8 @@ pub struct Committed {
     pub elapsed: Duration,
 }
 
-/// Commits batches in the order they are submitted, up to [`IN_FLIGHT`] at once on Postgres
-/// ([`Sink::in_turn`]).
+/// Commits batches in the order they are submitted, up to [`IN_FLIGHT`] at once on Postgres; made with
+/// `InTurn::default()` by a stage that commits many.
 #[derive(Debug, Default)]
 pub struct InTurn {
     in_flight: VecDeque<InFlight>,
@@ -54,13 +54,6 @@ struct InFlight {
     /// The batch, and whether it committed.
     task: AbortOnDropHandle<(Batch, Result<(), Error>)>,
     since: Instant,
-}
-
-impl Sink {
-    /// Commits batches in turn, for a stage that commits many ([`InTurn`]).
-    pub fn in_turn(&self) -> InTurn {
-        InTurn::default()
-    }
 }
 
 impl InTurn {

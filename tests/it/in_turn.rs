@@ -76,7 +76,7 @@ async fn a_failed_batch_stops_the_batches_after_it(backend: SinkBackend) {
         }
         .expect("creating the trigger");
     }
-    let mut in_turn = db.sink.in_turn();
+    let mut in_turn = sink::InTurn::default();
     let mut committed = Vec::new();
     let mut failed = None;
     for blocks in [100..=101, 102..=103, 104..=105, 106..=107] {
