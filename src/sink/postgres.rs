@@ -103,6 +103,7 @@ pub(super) const DIALECT: Dialect = Dialect {
             quote_ident(&key_name(table))
         )
     },
+    typed_table_options: "",
     max_table_name: Some(("Postgres", MAX_IDENTIFIER_BYTES)),
 };
 

@@ -31,6 +31,8 @@ pub(super) struct Dialect {
     pub index_build_session: Option<(&'static str, &'static str)>,
     /// The clause declaring a typed table's unique key on [`super::TYPED_KEY`], given the table's name.
     pub typed_key: fn(&str) -> String,
+    /// What follows a typed table's column list in `CREATE TABLE` (SQLite: `WITHOUT ROWID`).
+    pub typed_table_options: &'static str,
     /// The database's name and the longest table name it keeps whole; `None`: no limit.
     pub max_table_name: Option<(&'static str, usize)>,
 }
@@ -272,9 +274,10 @@ fn create_table(dialect: &Dialect, timestamps: Timestamps, table: &TableSpec) ->
         .map(|c| format!("{} {}, ", quote_ident(&c.name), (dialect.sql_type)(c.kind)))
         .collect();
     let sql = format!(
-        "CREATE TABLE IF NOT EXISTS {} ({fixed}{params}{})",
+        "CREATE TABLE IF NOT EXISTS {} ({fixed}{params}{}){}",
         quote_ident(&table.name),
-        (dialect.typed_key)(&table.name)
+        (dialect.typed_key)(&table.name),
+        dialect.typed_table_options
     );
     Statement::new("creating a typed table", sql, Vec::new())
 }

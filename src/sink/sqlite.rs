@@ -43,7 +43,10 @@ pub(super) const DIALECT: Dialect = Dialect {
     // build sorts every row of its table there: measured, 150 MB more at a million logs. On disk, the
     // sort's memory stays within the page cache whatever the table's size.
     index_build_session: Some(("PRAGMA temp_store = FILE", "PRAGMA temp_store = MEMORY")),
-    typed_key: |_| format!("UNIQUE ({TYPED_KEY})"),
+    // The key is the table: rows are stored once, in key order, so a backfill appends to one B-tree
+    // instead of to a table and to a unique index beside it (about 70 bytes per log, docs/BENCHMARKS.md).
+    typed_key: |_| format!("PRIMARY KEY ({TYPED_KEY})"),
+    typed_table_options: " WITHOUT ROWID",
     max_table_name: None,
 };
 

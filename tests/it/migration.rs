@@ -143,3 +143,62 @@ async fn migrates_a_database_without_timestamps(backend: Backend) {
     migrates_an_earlier_database_in_place(backend, false).await;
 }
 both_backends!(migrates_a_database_without_timestamps);
+
+/// The typed tables' `CREATE TABLE` texts on SQLite, by name.
+async fn typed_layouts(work: &Workdir) -> Vec<(String, String)> {
+    query_texts(
+        work,
+        "SELECT name, sql FROM sqlite_master WHERE type = 'table' AND sql LIKE '%log_index%' \
+         AND name NOT IN ('logs', 'factory_children') ORDER BY name",
+    )
+    .await
+    .into_iter()
+    .map(|row| (row[0].clone(), row[1].clone()))
+    .collect()
+}
+
+/// SQLite's typed tables are stored in key order (`WITHOUT ROWID`, keyed by the typed key); a table of the
+/// earlier layout (a rowid table with the key as a unique index beside it) is neither rebuilt nor refused:
+/// the next sync writes into it, and every table equals the ground truth log by log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn typed_tables_of_the_earlier_sqlite_layout_keep_working() {
+    let node = support::start(node_config(20_000)).await;
+    let truth = node.truth();
+    let work = Workdir::with(Backend::Sqlite).await;
+    let config = work.write_config(&node.http_url(), &all_contracts(), "", "");
+    support::sync(&config, Target::Number(12_000))
+        .await
+        .expect("first sync");
+    let created = typed_layouts(&work).await;
+    assert!(created.len() >= 3, "typed tables: {created:?}");
+    for (name, sql) in &created {
+        assert!(
+            sql.contains("PRIMARY KEY (block_number, log_index, block_hash)")
+                && sql.ends_with("WITHOUT ROWID"),
+            "{name}: {sql}"
+        );
+        let earlier = sql
+            .replacen(name.as_str(), &format!("{name}_earlier"), 1)
+            .replace("PRIMARY KEY (", "UNIQUE (")
+            .replace(" WITHOUT ROWID", "");
+        for statement in [
+            earlier,
+            format!("INSERT INTO \"{name}_earlier\" SELECT * FROM \"{name}\""),
+            format!("DROP TABLE \"{name}\""),
+            format!("ALTER TABLE \"{name}_earlier\" RENAME TO \"{name}\""),
+        ] {
+            support::execute(&work, &statement).await;
+        }
+    }
+    let staged = typed_layouts(&work).await;
+    assert!(
+        staged.iter().all(|(_, sql)| !sql.contains("WITHOUT ROWID")),
+        "{staged:?}"
+    );
+
+    support::sync(&config, Target::Number(19_000))
+        .await
+        .expect("sync into the earlier layout");
+    assert_eq!(typed_layouts(&work).await, staged, "not rebuilt");
+    assert_db_matches_truth(&work, &truth, &all_contracts(), 19_000).await;
+}
