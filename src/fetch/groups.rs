@@ -290,7 +290,7 @@ pub(super) fn checked_topics(filter: &LogFilter, logs: Vec<Log>) -> Result<Vec<L
 
 /// The answers of several groups as one list in `(block_number, log_index)` order. Groups never ask for
 /// the same log (they differ in address or topic0, or are merged), but a log in two answers is kept once.
-fn merge_answers(answers: Vec<Vec<Log>>) -> Vec<Log> {
+pub(super) fn merge_answers(answers: Vec<Vec<Log>>) -> Vec<Log> {
     if answers.len() == 1 {
         return answers.into_iter().next().unwrap_or_default();
     }

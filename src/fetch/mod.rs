@@ -11,6 +11,7 @@
 mod batches;
 mod gate;
 mod groups;
+mod quarters;
 mod receipts;
 mod wide;
 
@@ -156,12 +157,26 @@ impl Fetched {
 enum Task {
     /// A range of logs, with what each of its groups answered.
     Range(BlockRange, groups::Answered),
+    /// A refused range asked again by addresses ([`quarters`]). Its mix is not counted either: the range
+    /// holds an excess the planner did not foresee.
+    ByAddresses(BlockRange, Result<Vec<Log>, Error>),
     /// One block over the cap, fetched by narrower filters. Its mix of logs is not counted towards a probe's
     /// share: such a block is an outlier by definition (on the simulated chain every event is equally
     /// likely in one, and counting it skewed the share by a fifth).
     Overflow(BlockRange, Result<Fetched, Error>),
     /// A density survey: the block numbers of the probe's logs.
     Survey(SurveyRequest, Result<Vec<BlockNumber>, Error>),
+}
+
+/// How the answer for a range was asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Asked {
+    /// Whole, each group in one request (or chunks of addresses); the most logs one request answered.
+    Whole { largest: usize },
+    /// By address halves and quarters after a refusal ([`quarters`]).
+    ByAddresses,
+    /// One block over the cap, by narrower filters.
+    BlockByFilters,
 }
 
 /// A narrow filter a survey may use: one address of a group with that group's topics, or with one topic0
@@ -256,6 +271,7 @@ pub async fn run(
     let mut ready_logs = 0usize;
     // Groups' answers for ranges another group's refusal split, until the pieces are fetched.
     let mut kept = groups::Kept::default();
+    let mut by_addresses = quarters::Tried::default();
     let mut next_to_send: Option<BlockNumber> = None;
     // Surveys count like ranges: a survey answer is a body of up to a range's size, and one arriving on
     // top of a full budget was what raised the peak at 10x the chain (docs/BENCHMARKS.md).
@@ -327,13 +343,14 @@ pub async fn run(
                 ready_logs -= fetched.logs.len();
                 next_to_send = Some(fetched.range.end() + 1);
                 kept.forget_below(fetched.range.end() + 1);
+                by_addresses.forget_below(fetched.range.end() + 1);
                 place.send(fetched);
                 continue;
             }
             Some(joined) = in_flight.join_next() => joined,
         };
         let joined = joined.map_err(|err| Error::Panicked(join_failure(err)))?;
-        let (range, result, largest) = match joined {
+        let (range, result, asked) = match joined {
             Task::Survey(request, result) => {
                 match result {
                     Ok(blocks) => {
@@ -355,25 +372,43 @@ pub async fn run(
                 let fetched = answered
                     .logs
                     .map(|logs| Fetched::from_get_logs(range, logs));
-                (range, fetched, Some(answered.largest))
+                (
+                    range,
+                    fetched,
+                    Asked::Whole {
+                        largest: answered.largest,
+                    },
+                )
             }
-            Task::Overflow(range, result) => (range, result, None),
+            Task::ByAddresses(range, logs) => {
+                if logs.is_err() {
+                    by_addresses.concentrated(range);
+                }
+                let fetched = logs.map(|logs| Fetched::from_get_logs(range, logs));
+                (range, fetched, Asked::ByAddresses)
+            }
+            Task::Overflow(range, result) => (range, result, Asked::BlockByFilters),
         };
         match result {
             Ok(fetched) => {
                 let n_logs = fetched.logs.len();
-                // The planner aims each request under the cap: a range asked for in chunks of addresses
-                // (or several filters) is judged by its largest answer, so it may carry their sum (up to
-                // a bound, for memory).
-                let load = largest.map_or(n_logs, |largest| {
-                    largest.max(n_logs.div_ceil(REQUESTS_OF_LOGS_PER_RANGE))
-                }) as u64;
-                // An overflowed block (no largest answer) is not counted towards the probe's mix.
-                if largest.is_some() && range.start() >= planner.sampling_start() {
-                    let counts = probe_counts(&probes, &fetched.logs);
-                    planner.observe_mix(range, load, &counts);
-                }
-                planner.report(range, Outcome::Logs { n: load });
+                let outcome = match asked {
+                    // The planner aims each request under the cap: a range asked for in chunks of
+                    // addresses (or several filters) is judged by its largest answer, so it may carry
+                    // their sum (up to a bound, for memory).
+                    Asked::Whole { largest } => {
+                        let load = largest.max(n_logs.div_ceil(REQUESTS_OF_LOGS_PER_RANGE)) as u64;
+                        if range.start() >= planner.sampling_start() {
+                            let counts = probe_counts(&probes, &fetched.logs);
+                            planner.observe_mix(range, load, &counts);
+                        }
+                        Outcome::Logs { n: load }
+                    }
+                    // Not counted towards the probe's mix: outliers by definition.
+                    Asked::ByAddresses => quarters::outcome(&fetched.logs),
+                    Asked::BlockByFilters => Outcome::Logs { n: n_logs as u64 },
+                };
+                planner.report(range, outcome);
                 ready_logs += n_logs;
                 tracing::debug!(
                     %range,
@@ -396,10 +431,28 @@ pub async fn run(
                     allowed = (allowed / 2).max(1);
                     successes_since_ease = 0;
                 }
+                let whole = matches!(asked, Asked::Whole { .. });
+                let selection = select(range);
+                if by_addresses.due(&planner, range, whole, outcome, &selection) {
+                    tracing::debug!(%range, cause = %err, "asking again by addresses");
+                    quarters::spawn(
+                        &mut in_flight,
+                        client.clone(),
+                        gate.clone(),
+                        range,
+                        selection,
+                    );
+                    continue;
+                }
                 tracing::debug!(%range, cause = %err, "splitting");
                 if planner.report(range, outcome) == Verdict::SingleBlockOverflow {
-                    let (client, gate, selection) = (client.clone(), gate.clone(), select(range));
-                    spawn_by_filters(&mut in_flight, client, gate, range, selection);
+                    spawn_by_filters(
+                        &mut in_flight,
+                        client.clone(),
+                        gate.clone(),
+                        range,
+                        selection,
+                    );
                 }
             }
             Err(err) => return Err(err),

@@ -78,6 +78,12 @@ pub enum Outcome {
         /// `(from, to)` as the node gave it; ignored unless it starts at the range's start and ends inside it.
         suggested: Option<(u64, u64)>,
     },
+    /// `n` logs, more than one request returns, read by narrower filters after the range was refused
+    /// (`fetch::quarters`): the range is done, and its excess is no guide to its neighbours' density.
+    ReadByFilters {
+        /// How many.
+        n: u64,
+    },
     /// The query took too long.
     Timeout,
     /// The node limits the span in blocks.
@@ -291,6 +297,13 @@ impl Planner {
             ) > self.config.target_logs as f64 * OVERFLOW_MARGIN
     }
 
+    /// Whether a survey covers every block of `range`, so that the planner had an estimate of its logs.
+    pub fn surveyed(&self, range: BlockRange) -> bool {
+        !self.survey.disabled
+            && self.survey.covers(range.start())
+            && self.survey.covers(range.end())
+    }
+
     /// Whether every block was handed out and reported done.
     pub fn is_finished(&self) -> bool {
         self.exhausted
@@ -357,6 +370,10 @@ impl Planner {
                 if !(range.len() == 1 && n > self.config.target_logs) {
                     self.learn_density(range, n);
                 }
+                self.probe_answered(range, n);
+                Verdict::Done
+            }
+            Outcome::ReadByFilters { n } => {
                 self.probe_answered(range, n);
                 Verdict::Done
             }

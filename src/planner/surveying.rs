@@ -166,7 +166,9 @@ impl Planner {
                     None => range.len() / 4,
                 };
             }
-            Err(Outcome::Timeout | Outcome::Logs { .. }) => self.survey.span = range.len() / 2,
+            Err(Outcome::Timeout | Outcome::Logs { .. } | Outcome::ReadByFilters { .. }) => {
+                self.survey.span = range.len() / 2;
+            }
         }
         if self.survey.span == 0 {
             // One block with more probe logs than the node returns: the survey cannot say more than the
