@@ -333,9 +333,11 @@ async fn an_overlapping_batch_adds_only_its_new_rows_in_sqlite() {
 /// Which unique key the typed table has.
 #[derive(Debug, Clone, Copy)]
 enum TypedKey {
-    /// What `prepare` creates: `(block_number, log_index, block_hash)`.
+    /// What `prepare` creates: `(block_number, log_index, block_hash)` (on SQLite the table's primary key,
+    /// `WITHOUT ROWID`).
     Current,
-    /// What databases built before it hold: `(block_hash, log_index)` and a `block_number` index.
+    /// What databases built before it hold: a rowid table unique on `(block_hash, log_index)`, with a
+    /// `block_number` index.
     Earlier,
 }
 
@@ -351,8 +353,8 @@ impl Db {
                 .await
                 .unwrap();
                 let earlier = sql.replace(
-                    "UNIQUE (block_number, log_index, block_hash)",
-                    "UNIQUE (block_hash, log_index)",
+                    "PRIMARY KEY (block_number, log_index, block_hash)) WITHOUT ROWID",
+                    "UNIQUE (block_hash, log_index))",
                 );
                 assert_ne!(earlier, sql, "the current key is spelt as expected: {sql}");
                 for statement in [
