@@ -271,7 +271,7 @@ pub async fn run(
     let mut ready_logs = 0usize;
     // Groups' answers for ranges another group's refusal split, until the pieces are fetched.
     let mut kept = groups::Kept::default();
-    let mut by_addresses = quarters::Tried::default();
+    let mut tried = quarters::Tried::default();
     let mut next_to_send: Option<BlockNumber> = None;
     // Surveys count like ranges: a survey answer is a body of up to a range's size, and one arriving on
     // top of a full budget was what raised the peak at 10x the chain (docs/BENCHMARKS.md).
@@ -343,7 +343,7 @@ pub async fn run(
                 ready_logs -= fetched.logs.len();
                 next_to_send = Some(fetched.range.end() + 1);
                 kept.forget_below(fetched.range.end() + 1);
-                by_addresses.forget_below(fetched.range.end() + 1);
+                tried.forget_below(fetched.range.end() + 1);
                 place.send(fetched);
                 continue;
             }
@@ -382,7 +382,7 @@ pub async fn run(
             }
             Task::ByAddresses(range, logs) => {
                 if logs.is_err() {
-                    by_addresses.concentrated(range);
+                    tried.concentrated(range);
                 }
                 let fetched = logs.map(|logs| Fetched::from_get_logs(range, logs));
                 (range, fetched, Asked::ByAddresses)
@@ -432,27 +432,15 @@ pub async fn run(
                     successes_since_ease = 0;
                 }
                 let whole = matches!(asked, Asked::Whole { .. });
-                let selection = select(range);
-                if by_addresses.due(&planner, range, whole, outcome, &selection) {
+                let (client, gate, selection) = (client.clone(), gate.clone(), select(range));
+                if let Some(halves) = tried.due(&planner, range, whole, outcome, &selection) {
                     tracing::debug!(%range, cause = %err, "asking again by addresses");
-                    quarters::spawn(
-                        &mut in_flight,
-                        client.clone(),
-                        gate.clone(),
-                        range,
-                        selection,
-                    );
+                    quarters::spawn(&mut in_flight, client, gate, range, halves);
                     continue;
                 }
                 tracing::debug!(%range, cause = %err, "splitting");
                 if planner.report(range, outcome) == Verdict::SingleBlockOverflow {
-                    spawn_by_filters(
-                        &mut in_flight,
-                        client.clone(),
-                        gate.clone(),
-                        range,
-                        selection,
-                    );
+                    spawn_by_filters(&mut in_flight, client, gate, range, selection);
                 }
             }
             Err(err) => return Err(err),

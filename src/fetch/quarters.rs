@@ -73,10 +73,10 @@ pub(super) struct Tried {
 }
 
 impl Tried {
-    /// Whether to ask `range` again by addresses: the node refused it (`outcome`, without a suggested
-    /// range) asked `whole`, it is more than a block, no survey covers it, it is a piece of a range refused
-    /// before and of none whose excess was one contract's, and a group of `selection` is large enough to
-    /// halve. Records the refusal.
+    /// The address halves to ask `range` again with, when the node refused it (`outcome`, without a
+    /// suggested range) asked `whole`, it is more than a block, no survey covers it, it is a piece of a range
+    /// refused before and of none whose excess was one contract's, and a group of `selection` is large
+    /// enough to halve ([`halved`]). Records the refusal.
     pub(super) fn due(
         &mut self,
         planner: &Planner,
@@ -84,14 +84,14 @@ impl Tried {
         whole: bool,
         outcome: Outcome,
         selection: &Selection,
-    ) -> bool {
+    ) -> Option<Vec<Group>> {
         let refused = outcome == Outcome::TooManyResults { suggested: None };
-        whole
+        let due = whole
             && refused
             && self.refused_again(range)
             && range.len() > 1
-            && !planner.surveyed(range)
-            && halved(&selection.groups).is_some()
+            && !planner.surveyed(range);
+        due.then(|| halved(&selection.groups)).flatten()
     }
 
     /// Records the refusal of `range`; whether it is a piece of a range refused before and of none whose
@@ -133,38 +133,40 @@ pub(super) fn outcome(logs: &[Log]) -> Outcome {
     }
 }
 
-/// Asks for `range` again by address halves of `selection` in the background ([`by_addresses`]).
+/// Asks for `range` again by `halves` (of its selection, from [`Tried::due`]) in the background
+/// ([`by_addresses`]).
 pub(super) fn spawn(
     in_flight: &mut JoinSet<Task>,
     client: Arc<Client>,
     gate: Arc<Gate>,
     range: BlockRange,
-    selection: Selection,
+    halves: Vec<Group>,
 ) {
     in_flight.spawn(async move {
-        let logs = by_addresses(&client, &gate, range, selection.groups).await;
+        let logs = by_addresses(&client, &gate, range, halves).await;
         Task::ByAddresses(range, logs)
     });
 }
 
-/// `range`'s logs asked by halves of `groups`, the halves refused again by their own halves ([`ROUNDS`] in
-/// all); the refusal of a group still over the cap after the last round (or too small to halve).
+/// `range`'s logs asked by `halves`, the halves refused again by their own halves ([`ROUNDS`] in all); the
+/// refusal of a group still over the cap after the last round (or too small to halve).
 async fn by_addresses(
     client: &Client,
     gate: &Gate,
     range: BlockRange,
-    mut groups: Vec<Group>,
+    halves: Vec<Group>,
 ) -> Result<Vec<Log>, Error> {
     let mut answers = Vec::new();
+    let mut asked = Some(halves);
     let mut refusal = None;
     for _ in 0..ROUNDS {
-        let Some(halves) = halved(&groups) else { break };
-        let asked = Selection {
-            groups: halves,
+        let Some(groups) = asked.take() else { break };
+        let selection = Selection {
+            groups,
             pairs: Vec::new(),
         };
-        let kept = vec![None; asked.groups.len()];
-        let answered = get_range_logs(client, gate, range, &asked, kept).await;
+        let kept = vec![None; selection.groups.len()];
+        let answered = get_range_logs(client, gate, range, &selection, kept).await;
         match answered.logs {
             Ok(logs) => {
                 answers.push(logs);
@@ -172,12 +174,13 @@ async fn by_addresses(
             }
             Err(Error::Split(err)) => {
                 let answered_groups = answered.by_group;
-                groups = asked
+                let refused: Vec<Group> = selection
                     .groups
                     .into_iter()
                     .filter(|g| !answered_groups.iter().any(|(a, _)| a == g))
                     .collect();
                 answers.extend(answered_groups.into_iter().map(|(_, logs)| logs));
+                asked = halved(&refused);
                 refusal = Some(err);
             }
             Err(err) => return Err(err),

@@ -169,7 +169,7 @@ impl<'a> super::Ctx<'a> {
                         return Err(Error::Interrupted);
                     }
                     Some(committed) = in_turn.next() => {
-                        done.batch(committed.map_err(db_error)?);
+                        done.batches([committed.map_err(db_error)?]);
                         continue;
                     }
                     batch = decoded_rx.recv() => batch,
@@ -285,17 +285,13 @@ impl Reporter<'_> {
     }
 
     /// Batches committed in turn ([`sink::InTurn`]), each dropped before the next is reported.
-    fn batches(&mut self, committed: Vec<sink::Committed>) {
+    fn batches(&mut self, committed: impl IntoIterator<Item = sink::Committed>) {
         for sink::Committed { batch, elapsed } in committed {
             let (logs, typed) = (batch.logs.len() as u64, batch.typed.len() as u64);
             let range = batch.range;
             drop(batch);
             self.committed(range, logs, typed, elapsed);
         }
-    }
-
-    fn batch(&mut self, committed: sink::Committed) {
-        self.batches(vec![committed]);
     }
 }
 

@@ -404,15 +404,15 @@ async fn the_factory_preset_shape_is_exact(backend: Backend) {
 }
 both_backends!(the_factory_preset_shape_is_exact);
 
-/// Goal: a range asked for in chunks of addresses may carry two requests' worth of logs, since the cap bounds
-/// each request and not their sum. Method: 4,000 pairs over 12,000 blocks, so from block 6,000 on every range
-/// goes out as two to four chunks, one request at a time. Ranges sized by their sum took 63 `eth_getLogs`
-/// requests here (with the chunks dealt evenly, as now), sized by their largest answer 51: the sync must stay
-/// under the midpoint, and the database must equal the truth.
-async fn a_range_in_chunks_carries_each_chunks_share_of_the_cap(backend: Backend) {
-    let node = support::start(factory_chain(12_000, 4_000)).await;
+/// Syncs the factory and its pairs on a node of `chain` to `target`, one request at a time (so the requests
+/// counted are the same on every run); asserts every table equals the truth, and returns the sync's report.
+async fn sync_pairs_one_request_at_a_time(
+    backend: Backend,
+    chain: logslice::devnode::DevNodeConfig,
+    target: u64,
+) -> logslice::pipeline::SyncReport {
+    let node = support::start(chain).await;
     let truth = node.truth();
-    let target = 11_990;
     let work = Workdir::with(backend).await;
     let configured = [factory_contract()];
     let path = work.write_config(&node.http_url(), &configured, "max_concurrency = 1", "");
@@ -420,13 +420,24 @@ async fn a_range_in_chunks_carries_each_chunks_share_of_the_cap(backend: Backend
     let report = support::sync(&path, Target::Number(target))
         .await
         .expect("sync");
+    assert_exact(&work, &truth, &configured, target).await;
+    report
+}
+
+/// Goal: a range asked for in chunks of addresses may carry two requests' worth of logs, since the cap bounds
+/// each request and not their sum. Method: 4,000 pairs over 12,000 blocks, so from block 6,000 on every range
+/// goes out as two to four chunks, one request at a time. Ranges sized by their sum took 63 `eth_getLogs`
+/// requests here (with the chunks dealt evenly, as now), sized by their largest answer 51: the sync must stay
+/// under the midpoint, and the database must equal the truth.
+async fn a_range_in_chunks_carries_each_chunks_share_of_the_cap(backend: Backend) {
+    let report =
+        sync_pairs_one_request_at_a_time(backend, factory_chain(12_000, 4_000), 11_990).await;
     assert!(
         report.log_requests <= 57,
         "{} eth_getLogs requests for {} logs: ranges sized by the sum of their chunks?",
         report.log_requests,
         report.logs
     );
-    assert_exact(&work, &truth, &configured, target).await;
 }
 both_backends!(a_range_in_chunks_carries_each_chunks_share_of_the_cap);
 
@@ -437,22 +448,13 @@ both_backends!(a_range_in_chunks_carries_each_chunks_share_of_the_cap);
 /// requests here; asking a piece refused again by address halves and quarters (`fetch::quarters`) takes 3
 /// and 14. The database must equal the truth.
 async fn a_block_of_pair_logs_over_the_cap_is_read_by_addresses(backend: Backend) {
-    let node = support::start(factory_chain_with_bursts(20_000, 300, 1)).await;
-    let truth = node.truth();
-    let target = 19_990;
-    let work = Workdir::with(backend).await;
-    let configured = [factory_contract()];
-    let path = work.write_config(&node.http_url(), &configured, "max_concurrency = 1", "");
-    add_pairs(&path);
-    let report = support::sync(&path, Target::Number(target))
-        .await
-        .expect("sync");
+    let chain = factory_chain_with_bursts(20_000, 300, 1);
+    let report = sync_pairs_one_request_at_a_time(backend, chain, 19_990).await;
     assert!(
         report.splits <= 4 && report.log_requests <= 18,
         "{} refusals and {} eth_getLogs requests: the block found by halving?",
         report.splits,
         report.log_requests
     );
-    assert_exact(&work, &truth, &configured, target).await;
 }
 both_backends!(a_block_of_pair_logs_over_the_cap_is_read_by_addresses);
