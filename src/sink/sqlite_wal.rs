@@ -8,7 +8,7 @@
 //! reader; it copies what is committed and returns.
 //!
 //! The log file only starts over when a transaction begins after a checkpoint has copied all of it, so
-//! once a checkpoint reports [`MAX_WAL_FRAMES`] the writer waits for the checkpoint it asked for last before
+//! once a checkpoint reports [`MAX_WAL_BYTES`] the writer waits for the checkpoint it asked for last before
 //! it begins the next transaction, and the log stays bounded (a reader that keeps an old snapshot open holds
 //! it back, as with `wal_autocheckpoint`). A pass, with the fsync of the database file, spans several
 //! commits, so the log peaks at a few times that: 185 MB in a million-log backfill, against 64 MB plus one
@@ -21,20 +21,22 @@ use sqlx::SqlitePool;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-/// Frames (pages) in the log after which the writer waits for the checkpoint before its next transaction:
-/// 64 MiB of 4 KiB pages, the log size the writer used to checkpoint at itself.
-pub(super) const MAX_WAL_FRAMES: u64 = 16_384;
+/// Bytes of pages in the log after which the writer waits for the checkpoint before its next transaction:
+/// the log size the writer used to checkpoint at itself (16,384 pages of 4 KiB). In bytes, not frames,
+/// because databases of 4 KiB pages (created before 16 KiB) and of 16 KiB pages are both written.
+pub(super) const MAX_WAL_BYTES: u64 = 64 << 20;
 
-/// The writer's own `wal_autocheckpoint`: never reached while the checkpointer runs.
-pub(super) const BACKSTOP_FRAMES: u64 = 4 * MAX_WAL_FRAMES;
+/// The writer's own `wal_autocheckpoint`, in pages: never reached while the checkpointer runs (256 MiB of
+/// 4 KiB pages, 1 GiB of 16 KiB pages; the log peaks at a few times [`MAX_WAL_BYTES`]).
+pub(super) const BACKSTOP_FRAMES: u64 = 65_536;
 
 /// What the last checkpoint saw.
 #[derive(Debug, Clone, Copy, Default)]
 struct Pass {
     /// The request it answered.
     request: u64,
-    /// Frames in the log when it ran.
-    wal_frames: u64,
+    /// Bytes of pages in the log when it ran.
+    wal_bytes: u64,
 }
 
 /// The writer's handle on the checkpointing task. Dropping it ends the task.
@@ -64,7 +66,7 @@ impl Checkpointer {
         self.requested.send_modify(|n| *n += 1);
     }
 
-    /// Before a transaction: when the log has grown past [`MAX_WAL_FRAMES`], waits until the checkpoint
+    /// Before a transaction: when the log has grown past [`MAX_WAL_BYTES`], waits until the checkpoint
     /// asked for last has run, so that this transaction starts the log over.
     ///
     /// # Cancel safety
@@ -72,7 +74,7 @@ impl Checkpointer {
     pub(super) async fn before_transaction(&mut self) {
         let wanted = *self.requested.borrow();
         let last = *self.finished.borrow();
-        if last.wal_frames < MAX_WAL_FRAMES || last.request >= wanted {
+        if last.wal_bytes < MAX_WAL_BYTES || last.request >= wanted {
             return;
         }
         // An error means the task is gone: the backstop autocheckpoint bounds the log then.
@@ -87,12 +89,21 @@ impl Checkpointer {
 }
 
 async fn run(pool: SqlitePool, mut requests: watch::Receiver<u64>, passes: watch::Sender<Pass>) {
+    let mut page_size = None;
     while requests.changed().await.is_ok() {
         let request = *requests.borrow_and_update();
         // (busy, frames in the log, frames checkpointed); busy is 0 for a passive checkpoint.
         let outcome: Result<(i64, i64, i64), _> = sqlx::query_as("PRAGMA wal_checkpoint(PASSIVE)")
             .fetch_one(&pool)
             .await;
+        // Asked once it answers: a database's page size is fixed once its first table exists.
+        if page_size.is_none() {
+            page_size = sqlx::query_scalar::<_, i64>("PRAGMA page_size")
+                .fetch_one(&pool)
+                .await
+                .ok()
+                .and_then(|size| u64::try_from(size).ok());
+        }
         let wal_frames = match outcome {
             Ok((_, frames, _)) => u64::try_from(frames).unwrap_or(0),
             Err(err) => {
@@ -103,7 +114,8 @@ async fn run(pool: SqlitePool, mut requests: watch::Receiver<u64>, passes: watch
         };
         passes.send_replace(Pass {
             request,
-            wal_frames,
+            // SQLite's default page size until the database answers.
+            wal_bytes: wal_frames * page_size.unwrap_or(4096),
         });
     }
     pool.close().await;
@@ -136,7 +148,7 @@ mod tests {
     }
 
     /// Goal: the log stays bounded although no commit checkpoints. Method: one commit larger than
-    /// [`MAX_WAL_FRAMES`], a pass that reports it, then a commit whose pass is still to run: the next
+    /// [`MAX_WAL_BYTES`], a pass that reports it, then a commit whose pass is still to run: the next
     /// transaction must wait for that pass, and then start the log over.
     #[tokio::test]
     async fn once_the_log_outgrows_the_limit_the_next_transaction_waits_and_starts_it_over() {
@@ -153,7 +165,7 @@ mod tests {
 
         let big = format!(
             "INSERT INTO t VALUES (zeroblob({}))",
-            (MAX_WAL_FRAMES + 256) * 4096
+            MAX_WAL_BYTES + (1 << 20)
         );
         writer.execute(big.as_str()).await.unwrap();
         checkpointer.committed();
@@ -163,7 +175,7 @@ mod tests {
             .await
             .map(|pass| *pass)
             .unwrap();
-        assert!(reported.wal_frames > MAX_WAL_FRAMES, "{reported:?}");
+        assert!(reported.wal_bytes > MAX_WAL_BYTES, "{reported:?}");
 
         writer
             .execute("INSERT INTO t VALUES (zeroblob(4096))")

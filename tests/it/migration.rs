@@ -202,3 +202,53 @@ async fn typed_tables_of_the_earlier_sqlite_layout_keep_working() {
     assert_eq!(typed_layouts(&work).await, staged, "not rebuilt");
     assert_db_matches_truth(&work, &truth, &all_contracts(), 19_000).await;
 }
+
+/// The page size of the test's SQLite database.
+async fn page_size(work: &Workdir) -> String {
+    query_texts(work, "SELECT CAST(page_size AS TEXT) FROM pragma_page_size")
+        .await
+        .remove(0)
+        .remove(0)
+}
+
+/// A database this version creates has 16 KiB pages; one created with SQLite's 4 KiB (every database
+/// before this version) keeps them, is not rebuilt, and syncs on exactly. Method: the 4 KiB file is made
+/// before the first sync (its header written by `user_version`, which fixes the page size), then synced
+/// in two steps; the database must equal the ground truth log by log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn new_databases_get_16_kib_pages_and_earlier_ones_keep_theirs() {
+    let node = support::start(node_config(20_000)).await;
+    let truth = node.truth();
+
+    let fresh = Workdir::with(Backend::Sqlite).await;
+    let config = fresh.write_config(&node.http_url(), &all_contracts(), "", "");
+    support::sync(&config, Target::Number(8_000))
+        .await
+        .expect("sync into a new database");
+    assert_eq!(page_size(&fresh).await, "16384");
+    assert_db_matches_truth(&fresh, &truth, &all_contracts(), 8_000).await;
+
+    let earlier = Workdir::with(Backend::Sqlite).await;
+    let mut conn = sqlx::ConnectOptions::connect(
+        &sqlx::sqlite::SqliteConnectOptions::new()
+            .filename(earlier.db())
+            .create_if_missing(true)
+            .page_size(4096),
+    )
+    .await
+    .expect("create the file");
+    sqlx::query("PRAGMA user_version = 0")
+        .execute(&mut conn)
+        .await
+        .expect("write the header");
+    sqlx::Connection::close(conn).await.expect("close");
+    let config = earlier.write_config(&node.http_url(), &all_contracts(), "", "");
+    support::sync(&config, Target::Number(8_000))
+        .await
+        .expect("first sync");
+    support::sync(&config, Target::Number(19_000))
+        .await
+        .expect("second sync");
+    assert_eq!(page_size(&earlier).await, "4096");
+    assert_db_matches_truth(&earlier, &truth, &all_contracts(), 19_000).await;
+}
