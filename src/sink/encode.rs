@@ -72,7 +72,7 @@ impl Encoder {
         write::check_timestamps(self.timestamps, batch)?;
         let rows = match self.backend {
             EncoderBackend::Sqlite => {
-                EncodedRows::Sqlite(sqlite_rows::encode(&self.tables, self.timestamps, batch)?)
+                EncodedRows::Sqlite(sqlite_rows::encode(&self.tables, self.timestamps, batch))
             }
             EncoderBackend::Postgres => {
                 EncodedRows::Postgres(pg_copy::encode(&self.tables, self.timestamps, batch)?)
@@ -103,6 +103,6 @@ pub struct Encoded {
 
 #[derive(Debug)]
 pub(super) enum EncodedRows {
-    Sqlite(Vec<sqlite_rows::Insert>),
+    Sqlite(Vec<sqlite_rows::TableRows>),
     Postgres(pg_copy::CopyBatch),
 }

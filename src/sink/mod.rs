@@ -19,6 +19,7 @@ mod postgres;
 mod prepare;
 mod read;
 mod sqlite;
+mod sqlite_bind;
 mod sqlite_rows;
 mod sqlite_wal;
 mod timestamps;

@@ -17,7 +17,8 @@ use sqlx::{ConnectOptions, Row, Sqlite, SqlitePool};
 use crate::decode::ColumnKind;
 
 use super::prepare::Dialect;
-use super::sqlite_rows::Insert;
+use super::sqlite_bind;
+use super::sqlite_rows::TableRows;
 use super::sqlite_wal::{Checkpointer, BACKSTOP_FRAMES};
 use super::write::{Param, Statement};
 use super::{migrate, query_error, Error, Rows, TableSpec, Timestamps, TYPED_KEY};
@@ -196,7 +197,7 @@ impl SqliteSink {
     /// `bookkeeping`, in one transaction.
     pub(super) async fn commit(
         &mut self,
-        inserts: Vec<Insert>,
+        inserts: Vec<TableRows>,
         bookkeeping: &[Statement],
     ) -> Result<(), Error> {
         let mut tx = self.begin_batch().await?;
@@ -242,18 +243,11 @@ impl SqliteSink {
 /// Writes a batch (or a part of one): its `inserts`, then `bookkeeping`.
 pub(super) async fn write(
     tx: &mut sqlx::Transaction<'static, Sqlite>,
-    inserts: Vec<Insert>,
+    inserts: Vec<TableRows>,
     bookkeeping: &[Statement],
 ) -> Result<(), Error> {
-    for insert in inserts {
-        // Prepared once per SQL text and kept for the next batch (the same row count gives the same SQL);
-        // the arguments were built in the decoding stage, so this only binds and steps.
-        sqlx::query_with(&insert.sql, insert.args)
-            .persistent(true)
-            .execute(&mut **tx)
-            .await
-            .map_err(query_error(insert.doing))?;
-    }
+    // The rows were built in the decoding stage: this only binds and steps.
+    sqlite_bind::insert(tx, &inserts).await?;
     for statement in bookkeeping {
         run(tx, statement).await?;
     }

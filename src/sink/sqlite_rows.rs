@@ -1,185 +1,250 @@
-//! SQLite's inserts of a batch, built whole before the writer sees them: the SQL text of each multi-row
-//! `INSERT` and its arguments, every value already in the form SQLite binds (hex text, `i64`, blobs). Pure
-//! and `Send`, so `sink::Encoder` builds them in the decoding stage and the writer only binds and steps
-//! prepared statements. Measured before (`docs/BENCHMARKS.md`): hex-encoding and binding on the writer's
-//! thread came to about a tenth of its time.
-
-use sqlx::sqlite::SqliteArguments;
-use sqlx::Arguments;
+//! SQLite's rows of a batch, built whole before the writer sees them: per table, every value already in
+//! the form SQLite binds (an integer, NULL, or a range of one buffer holding every text and blob of the
+//! table's rows: hex written straight into it, no string per value). Pure and `Send`, so `sink::Encoder`
+//! builds them in the decoding stage and the writer ([`super::sqlite_bind`]) only binds and steps, with
+//! SQLite reading the buffer in place instead of copying each value (docs/BENCHMARKS.md: a `malloc`, a copy
+//! and a `free` per text value through sqlx's arguments).
 
 use crate::decode::Value;
 
-use super::{hex, quote_ident, to_i64, Batch, Error, TableSpec, Timestamps};
-
-/// SQLite's default limit on bound parameters per statement is 32,766; stay well under it while keeping
-/// statements large enough that per-statement overhead does not dominate.
-const MAX_BINDS_PER_STATEMENT: usize = 16_000;
+use super::{quote_ident, to_i64, Batch, TableSpec, Timestamps};
 
 /// The fixed columns of every typed table, before the parameter columns.
 pub(super) const TYPED_FIXED: &str =
     "block_number, block_hash, transaction_hash, log_index, address";
 
-/// One multi-row `INSERT ... ON CONFLICT DO NOTHING` with its arguments.
-#[derive(Debug)]
-pub(super) struct Insert {
-    /// What it does, for [`Error::Query`].
-    pub doing: &'static str,
-    /// The SQL: the same text for the same table and row count, so SQLite's statement cache keeps it.
-    pub sql: String,
-    /// Its arguments, in order.
-    pub args: SqliteArguments<'static>,
+/// One value as SQLite binds it; text and blobs are ranges of [`TableRows::bytes`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Cell {
+    Null,
+    Int(i64),
+    Text { start: usize, len: usize },
+    Blob { start: usize, len: usize },
 }
 
-/// The inserts of `batch`'s raw logs, then its typed rows per table, in chunks under SQLite's bind limit.
-///
-/// # Errors
-/// [`Error::Malformed`] when a value cannot be bound (never for the types built here).
+/// The rows of one table in a batch, for one `INSERT ... ON CONFLICT DO NOTHING` run row by row.
+#[derive(Debug)]
+pub(super) struct TableRows {
+    /// What it does, for [`super::Error::Query`].
+    pub doing: &'static str,
+    /// `INSERT INTO t (columns) VALUES`: the writer adds one `(?, ...)` group per row of a statement.
+    pub head: String,
+    /// After the values: the conflict clause.
+    pub tail: &'static str,
+    /// Values per row.
+    pub columns: usize,
+    /// `columns` cells per row, rows in order.
+    pub cells: Vec<Cell>,
+    /// Every text and blob of the rows, back to back.
+    pub bytes: Vec<u8>,
+}
+
+impl TableRows {
+    pub fn new(doing: &'static str, head: String, tail: &'static str, columns: usize) -> Self {
+        Self {
+            doing,
+            head,
+            tail,
+            columns,
+            cells: Vec::new(),
+            bytes: Vec::new(),
+        }
+    }
+
+    /// TableRows held.
+    pub fn len(&self) -> usize {
+        self.cells.len() / self.columns.max(1)
+    }
+
+    pub fn null(&mut self) {
+        self.cells.push(Cell::Null);
+    }
+
+    pub fn int(&mut self, n: i64) {
+        self.cells.push(Cell::Int(n));
+    }
+
+    pub fn text(&mut self, text: &str) {
+        let start = self.bytes.len();
+        self.bytes.extend_from_slice(text.as_bytes());
+        self.cells.push(Cell::Text {
+            start,
+            len: text.len(),
+        });
+    }
+
+    /// `0x` + lowercase hex, as `interface.md` stores bytes in text columns.
+    pub fn hex(&mut self, raw: &[u8]) {
+        let start = self.bytes.len();
+        let len = 2 + 2 * raw.len();
+        self.bytes.extend_from_slice(b"0x");
+        self.bytes.resize(start + len, 0);
+        alloy_primitives::hex::encode_to_slice(raw, &mut self.bytes[start + 2..])
+            .expect("the output is exactly twice the input");
+        self.cells.push(Cell::Text { start, len });
+    }
+
+    pub fn blob(&mut self, raw: &[u8]) {
+        let start = self.bytes.len();
+        self.bytes.extend_from_slice(raw);
+        self.cells.push(Cell::Blob {
+            start,
+            len: raw.len(),
+        });
+    }
+
+    fn value(&mut self, value: &Value) {
+        match value {
+            Value::Int(n) => self.int(*n),
+            Value::BigInt(s) | Value::Text(s) | Value::Json(s) => self.text(s),
+            Value::Bool(b) => self.int(i64::from(*b)),
+            Value::Bytes(b) => self.blob(b),
+        }
+    }
+}
+
+/// The rows of `batch`'s raw logs, then its typed rows per table (tables without rows left out).
 pub(super) fn encode(
     tables: &[TableSpec],
     timestamps: Timestamps,
     batch: &Batch,
-) -> Result<Vec<Insert>, Error> {
+) -> Vec<TableRows> {
     // `block_timestamp` rides at the end of the raw columns when stored (checked present for every log).
     let stored = timestamps == Timestamps::Stored;
     let timestamp_column = if stored { ", block_timestamp" } else { "" };
-    let mut inserts = Vec::new();
-    let raw_columns = 11 + usize::from(stored);
-    for chunk in statement_chunks(&batch.logs, MAX_BINDS_PER_STATEMENT / raw_columns) {
-        let mut args = SqliteArguments::default();
-        args.reserve(chunk.len() * raw_columns, 0);
-        for log in chunk {
-            add(&mut args, to_i64(log.block_number))?;
-            add(&mut args, hex::encode(log.block_hash))?;
-            add(&mut args, hex::encode(log.transaction_hash))?;
-            add(&mut args, to_i64(log.transaction_index))?;
-            add(&mut args, to_i64(log.log_index))?;
-            add(&mut args, hex::encode(log.address))?;
-            for i in 0..4 {
-                add(&mut args, log.topics.get(i).map(hex::encode))?;
-            }
-            add(&mut args, hex::encode(&log.data))?;
-            if stored {
-                add(&mut args, log.block_timestamp.map(to_i64))?;
+    let mut all = Vec::new();
+    // interface.md: the database holds only canonical logs, so `(block_number, log_index)` is a log's
+    // identity (rows of an orphaned block are deleted before its replacement is written).
+    let mut raw = TableRows::new(
+        "inserting raw logs",
+        format!(
+            "INSERT INTO logs (block_number, block_hash, transaction_hash, transaction_index, \
+             log_index, address, topic0, topic1, topic2, topic3, data{timestamp_column}) VALUES "
+        ),
+        " ON CONFLICT (block_number, log_index) DO NOTHING",
+        11 + usize::from(stored),
+    );
+    raw.cells.reserve(batch.logs.len() * raw.columns);
+    raw.bytes.reserve(batch.logs.len() * 640);
+    for log in &batch.logs {
+        raw.int(to_i64(log.block_number));
+        raw.hex(log.block_hash.as_slice());
+        raw.hex(log.transaction_hash.as_slice());
+        raw.int(to_i64(log.transaction_index));
+        raw.int(to_i64(log.log_index));
+        raw.hex(log.address.as_slice());
+        for i in 0..4 {
+            match log.topics.get(i) {
+                Some(topic) => raw.hex(topic.as_slice()),
+                None => raw.null(),
             }
         }
-        // interface.md: the database holds only canonical logs, so `(block_number, log_index)` is a log's
-        // identity (rows of an orphaned block are deleted before its replacement is written).
-        inserts.push(Insert {
-            doing: "inserting raw logs",
-            sql: format!(
-                "INSERT INTO logs (block_number, block_hash, transaction_hash, transaction_index, \
-                 log_index, address, topic0, topic1, topic2, topic3, data{timestamp_column}) VALUES {} \
-                 ON CONFLICT (block_number, log_index) DO NOTHING",
-                placeholders(chunk.len(), raw_columns)
-            ),
-            args,
-        });
+        raw.hex(&log.data);
+        if stored {
+            match log.block_timestamp {
+                Some(t) => raw.int(to_i64(t)),
+                None => raw.null(),
+            }
+        }
+    }
+    if raw.len() > 0 {
+        all.push(raw);
     }
     for (table_idx, table) in tables.iter().enumerate() {
-        let rows = batch.typed_rows(table_idx);
-        if rows.is_empty() {
+        let typed = batch.typed_rows(table_idx);
+        if typed.is_empty() {
             continue;
         }
-        let n_columns = 5 + usize::from(stored) + table.columns.len();
         let names: String = table
             .columns
             .iter()
             .map(|c| format!(", {}", quote_ident(&c.name)))
             .collect();
-        for chunk in statement_chunks(&rows, MAX_BINDS_PER_STATEMENT / n_columns) {
-            let mut args = SqliteArguments::default();
-            args.reserve(chunk.len() * n_columns, 0);
-            for typed in chunk {
-                let log = &batch.logs[typed.log];
-                add(&mut args, to_i64(log.block_number))?;
-                add(&mut args, hex::encode(log.block_hash))?;
-                add(&mut args, hex::encode(log.transaction_hash))?;
-                add(&mut args, to_i64(log.log_index))?;
-                add(&mut args, hex::encode(log.address))?;
-                if stored {
-                    add(&mut args, log.block_timestamp.map(to_i64))?;
-                }
-                for value in &typed.values {
-                    match value {
-                        Value::Int(i) => add(&mut args, *i)?,
-                        Value::BigInt(s) | Value::Text(s) | Value::Json(s) => {
-                            add(&mut args, s.clone())?
-                        }
-                        Value::Bool(b) => add(&mut args, *b)?,
-                        Value::Bytes(b) => add(&mut args, b.clone())?,
-                    }
+        // No conflict target: the table's one unique key, whichever layout it was created with.
+        let mut rows = TableRows::new(
+            "inserting typed rows",
+            format!(
+                "INSERT INTO {} ({TYPED_FIXED}{timestamp_column}{names}) VALUES ",
+                quote_ident(&table.name)
+            ),
+            " ON CONFLICT DO NOTHING",
+            5 + usize::from(stored) + table.columns.len(),
+        );
+        rows.cells.reserve(typed.len() * rows.columns);
+        for row in typed {
+            let log = &batch.logs[row.log];
+            rows.int(to_i64(log.block_number));
+            rows.hex(log.block_hash.as_slice());
+            rows.hex(log.transaction_hash.as_slice());
+            rows.int(to_i64(log.log_index));
+            rows.hex(log.address.as_slice());
+            if stored {
+                match log.block_timestamp {
+                    Some(t) => rows.int(to_i64(t)),
+                    None => rows.null(),
                 }
             }
-            // No conflict target: the table's one unique key, whichever layout it was created with.
-            inserts.push(Insert {
-                doing: "inserting typed rows",
-                sql: format!(
-                    "INSERT INTO {} ({TYPED_FIXED}{timestamp_column}{names}) VALUES {} \
-                     ON CONFLICT DO NOTHING",
-                    quote_ident(&table.name),
-                    placeholders(chunk.len(), n_columns)
-                ),
-                args,
-            });
+            for value in &row.values {
+                rows.value(value);
+            }
         }
+        all.push(rows);
     }
-    Ok(inserts)
-}
-
-fn add<T>(args: &mut SqliteArguments<'static>, value: T) -> Result<(), Error>
-where
-    T: sqlx::Encode<'static, sqlx::Sqlite> + sqlx::Type<sqlx::Sqlite> + 'static,
-{
-    args.add(value)
-        .map_err(|e| Error::Malformed(format!("a value SQLite cannot bind: {e}")))
+    all
 }
 
 /// `(?, ?), (?, ?)` for `rows` rows of `columns` values.
-fn placeholders(rows: usize, columns: usize) -> String {
+pub(super) fn placeholders(rows: usize, columns: usize) -> String {
     let row = format!("({})", vec!["?"; columns].join(", "));
     vec![row; rows].join(", ")
 }
 
-/// Splits rows into statements of at most `max` rows whose sizes are `max` or a power of two, so a table
-/// has a handful of distinct INSERT texts that stay in the prepared-statement cache: a remainder of any
-/// size would make a new statement (parsed and planned anew, thousands of placeholders) for every batch.
-fn statement_chunks<T>(rows: &[T], max: usize) -> impl Iterator<Item = &[T]> {
-    let max = max.max(1);
-    let mut rest = rows;
-    std::iter::from_fn(move || {
-        if rest.is_empty() {
-            return None;
-        }
-        let n = if rest.len() >= max {
-            max
-        } else {
-            1 << rest.len().ilog2()
-        };
-        let (chunk, tail) = rest.split_at(n);
-        rest = tail;
-        Some(chunk)
-    })
-}
-
 #[cfg(test)]
 mod tests {
-    use super::{placeholders, statement_chunks};
-
-    #[test]
-    fn statement_chunks_cover_every_row_once_with_few_distinct_sizes() {
-        for n in [0usize, 1, 2, 3, 7, 1000, 1454, 5000, 12_345] {
-            let rows: Vec<usize> = (0..n).collect();
-            let chunks: Vec<&[usize]> = statement_chunks(&rows, 1454).collect();
-            assert_eq!(chunks.concat(), rows);
-            assert!(chunks
-                .iter()
-                .all(|c| c.len() == 1454 || c.len().is_power_of_two()));
-        }
-    }
+    use super::{placeholders, Cell, TableRows};
+    use crate::decode::Value;
 
     #[test]
     fn placeholders_have_one_mark_per_value() {
         assert_eq!(placeholders(2, 3), "(?, ?, ?), (?, ?, ?)");
         assert_eq!(placeholders(1, 1), "(?)");
+    }
+
+    /// The text a cell stands for, as SQLite would read it.
+    fn read(rows: &TableRows, cell: Cell) -> Option<String> {
+        match cell {
+            Cell::Null => None,
+            Cell::Int(n) => Some(n.to_string()),
+            Cell::Text { start, len } | Cell::Blob { start, len } => {
+                Some(String::from_utf8_lossy(&rows.bytes[start..start + len]).into_owned())
+            }
+        }
+    }
+
+    #[test]
+    fn values_are_ranges_of_one_buffer_in_their_text_forms() {
+        let mut rows = TableRows::new("testing", String::new(), "", 6);
+        rows.hex(&[0xab, 0x01]);
+        rows.hex(&[]);
+        rows.value(&Value::Int(-5));
+        rows.value(&Value::BigInt(
+            "340282366920938463463374607431768211456".into(),
+        ));
+        rows.value(&Value::Bool(true));
+        rows.value(&Value::Bytes(vec![b'h', b'i']));
+        assert_eq!(rows.len(), 1);
+        let texts: Vec<Option<String>> = rows.cells.iter().map(|c| read(&rows, *c)).collect();
+        assert_eq!(
+            texts,
+            [
+                Some("0xab01".to_owned()),
+                Some("0x".to_owned()),
+                Some("-5".to_owned()),
+                Some("340282366920938463463374607431768211456".to_owned()),
+                Some("1".to_owned()),
+                Some("hi".to_owned()),
+            ]
+        );
+        assert!(matches!(rows.cells[5], Cell::Blob { .. }));
     }
 }
