@@ -590,6 +590,16 @@ pub mod hex {
         alloy_primitives::hex::encode_prefixed(bytes)
     }
 
+    /// Bytes as `0x` + lowercase hex, appended to `out` in place (no `String` per value): the encoders of
+    /// both backends' bulk rows (`pg_copy`, `sqlite_rows`).
+    pub(crate) fn encode_into(bytes: &[u8], out: &mut Vec<u8>) {
+        out.extend_from_slice(b"0x");
+        let start = out.len();
+        out.resize(start + 2 * bytes.len(), 0);
+        alloy_primitives::hex::encode_to_slice(bytes, &mut out[start..])
+            .expect("the slice is twice the input's length");
+    }
+
     /// `0x` + hex back to bytes.
     ///
     /// # Errors

@@ -216,11 +216,7 @@ impl Buffer {
     /// `0x` + lowercase hex as text, written in place (no `String` per value).
     fn hex(&mut self, bytes: &[u8]) {
         self.len(2 + 2 * bytes.len());
-        self.0.extend_from_slice(b"0x");
-        let start = self.0.len();
-        self.0.resize(start + 2 * bytes.len(), 0);
-        alloy_primitives::hex::encode_to_slice(bytes, &mut self.0[start..])
-            .expect("the slice is twice the input's length");
+        super::hex::encode_into(bytes, &mut self.0);
     }
 
     /// `jsonb`'s binary form: version 1, then the text.

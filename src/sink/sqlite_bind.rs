@@ -37,7 +37,7 @@ const MAX_BINDS_PER_STATEMENT: usize = 16_000;
 /// # Errors
 /// [`Error::Query`] with SQLite's message (a constraint or trigger, a full disk).
 pub(super) async fn insert(conn: &mut SqliteConnection, all: &[TableRows]) -> Result<(), Error> {
-    if all.iter().all(|rows| rows.len() == 0) {
+    if all.is_empty() {
         return Ok(());
     }
     let mut locked = conn.lock_handle().await.map_err(|source| Error::Query {

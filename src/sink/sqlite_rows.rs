@@ -76,12 +76,19 @@ impl TableRows {
     /// `0x` + lowercase hex, as `interface.md` stores bytes in text columns.
     pub fn hex(&mut self, raw: &[u8]) {
         let start = self.bytes.len();
-        let len = 2 + 2 * raw.len();
-        self.bytes.extend_from_slice(b"0x");
-        self.bytes.resize(start + len, 0);
-        alloy_primitives::hex::encode_to_slice(raw, &mut self.bytes[start + 2..])
-            .expect("the output is exactly twice the input");
-        self.cells.push(Cell::Text { start, len });
+        super::hex::encode_into(raw, &mut self.bytes);
+        self.cells.push(Cell::Text {
+            start,
+            len: self.bytes.len() - start,
+        });
+    }
+
+    /// A block timestamp, or NULL (a batch without timestamps is refused before this when they are stored).
+    fn timestamp(&mut self, timestamp: Option<u64>) {
+        match timestamp {
+            Some(t) => self.int(to_i64(t)),
+            None => self.null(),
+        }
     }
 
     pub fn blob(&mut self, raw: &[u8]) {
@@ -141,10 +148,7 @@ pub(super) fn encode(
         }
         raw.hex(&log.data);
         if stored {
-            match log.block_timestamp {
-                Some(t) => raw.int(to_i64(t)),
-                None => raw.null(),
-            }
+            raw.timestamp(log.block_timestamp);
         }
     }
     if raw.len() > 0 {
@@ -179,10 +183,7 @@ pub(super) fn encode(
             rows.int(to_i64(log.log_index));
             rows.hex(log.address.as_slice());
             if stored {
-                match log.block_timestamp {
-                    Some(t) => rows.int(to_i64(t)),
-                    None => rows.null(),
-                }
+                rows.timestamp(log.block_timestamp);
             }
             for value in &row.values {
                 rows.value(value);
