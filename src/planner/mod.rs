@@ -395,7 +395,16 @@ impl Planner {
                 {
                     Some((first, rest)) => {
                         if usable.is_none() && range.len() >= MIN_SPOT_BLOCKS {
-                            self.spots_due.insert(range.start(), range);
+                            // A refusal of a part of a refused range (the same start) keeps the whole
+                            // due: the rest of it is still to fetch and no more surveyed than the part.
+                            self.spots_due
+                                .entry(range.start())
+                                .and_modify(|due| {
+                                    *due =
+                                        BlockRange::new(range.start(), due.end().max(range.end()))
+                                            .expect("start <= end")
+                                })
+                                .or_insert(range);
                         }
                         if usable.is_some() {
                             // A suggested range fits the node's cap: the node knows the density better than

@@ -73,6 +73,10 @@ pub(super) struct Survey {
     distrusted: BTreeMap<BlockNumber, BlockRange>,
     /// The span of the next survey request.
     pub(super) span: u64,
+    /// The last block of the last lookahead survey the node refused for too many results, and how many of
+    /// its probe logs the surveys since (below that block) have not found: while that is a good part of an
+    /// answer, the blocks from the cursor up to it are known to hold about that many more.
+    pub(super) overflow: Option<(BlockNumber, u64)>,
     /// The survey request in flight, if any (one at a time: each continues where the last ended).
     pub(super) in_flight: Option<BlockRange>,
 }
@@ -92,6 +96,7 @@ impl Survey {
             spots_in_flight: BTreeMap::new(),
             distrusted: BTreeMap::new(),
             span: initial_span,
+            overflow: None,
             in_flight: None,
         }
     }

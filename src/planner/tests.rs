@@ -241,6 +241,40 @@ fn next_range_surveying(planner: &mut Planner, survey: SurveyRequest, hits: &[u6
     panic!("no range after 16 surveys");
 }
 
+/// A lookahead survey the node refused is not asked for whole again while the surveys after its first part
+/// found little of its excess (a dense stretch near its end refused a survey reaching it thirteen times in
+/// a row on a short dense chain); once they found most of it, the survey's own density sets the span again.
+#[test]
+fn a_refused_survey_is_not_asked_for_whole_again_while_its_excess_is_unexplained() {
+    // The default target: a refused survey's excess is more than a survey aims at.
+    let config = PlannerConfig {
+        target_logs: 9_500,
+        ..CONFIG
+    };
+    let mut planner = Planner::new(config, range(0, 1_000_000), []);
+    let learned = planner.next_range().unwrap();
+    planner.observe_mix(learned, 20_000, &[1_000, 19_000]);
+    planner.report(learned, Outcome::Logs { n: 20_000 });
+    let refused = planner.next_survey().unwrap();
+    planner.report_survey(refused, Err(Outcome::TooManyResults { suggested: None }));
+    let first = planner.next_survey().unwrap();
+    assert_eq!(first.range.start(), refused.range.start());
+    assert!(first.range.end() < refused.range.end(), "{first:?}");
+    // One hit: the excess lies further on.
+    planner.report_survey(first, Ok(&[first.range.start()]));
+    assert!(planner.survey.overflow.is_some());
+    let second = planner.next_survey().unwrap();
+    assert_eq!(second.range.start(), first.range.end() + 1);
+    assert!(
+        second.range.end() < refused.range.end(),
+        "{second:?} reaches the end of the refused {refused:?} again"
+    );
+    // Most of the excess found: nothing is known to overflow any more.
+    let hits = vec![second.range.start(); 9_000];
+    planner.report_survey(second, Ok(&hits));
+    assert_eq!(planner.survey.overflow, None);
+}
+
 #[test]
 fn cuts_ranges_where_the_surveyed_logs_reach_the_target() {
     let mut planner = surveying(range(0, 1_000_000));
