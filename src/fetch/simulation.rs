@@ -352,8 +352,9 @@ fn presets_shaped_like_real_chains_stay_within_their_measured_ratios() {
     assert!(over.is_empty(), "{over:?}");
 }
 
-/// Chains as short and dense as the two the outside measurement used (20,001 blocks holding about 500,000
-/// and 1,500,000 logs: the default chain at 4.8 and 14.4 times its density), over seeds 1-4 and 7, each held
+/// Chains as short and dense as the two the outside measurement used (the `dense` preset, 20,001 blocks
+/// holding about 500,000 logs, and the same at 14.4 times the default density, about 1,500,000), over
+/// seeds 1-4 and 7, each held
 /// to its total now. Before a refused survey's excess was remembered (`survey::Survey::overflow`) and a
 /// refused range's spot survey kept all of it (`Planner::spots_due`), they took 249 and 711 requests
 /// (1.54x and 1.44x): a dense stretch near the chain's end refused every lookahead survey that reached it,
@@ -367,7 +368,7 @@ fn short_dense_chains_stay_within_their_measured_ratios() {
                 seed,
                 ..DevNodeConfig::default()
             };
-            node.chain.blocks = 20_001;
+            node.chain = crate::devnode::ChainConfig::preset("dense").expect("a preset");
             node.chain.density = density;
             let truth = GroundTruth::detached(&node);
             let config = PlannerConfig {
