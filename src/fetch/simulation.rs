@@ -358,10 +358,12 @@ fn presets_shaped_like_real_chains_stay_within_their_measured_ratios() {
 /// to its total now. Before a refused survey's excess was remembered (`survey::Survey::overflow`) and a
 /// refused range's spot survey kept all of it (`Planner::spots_due`), they took 249 and 711 requests
 /// (1.54x and 1.44x): a dense stretch near the chain's end refused every lookahead survey that reached it,
-/// thirteen in a row on seed 1, and the blocks behind a refused range's first part were cut blind.
+/// thirteen in a row on seed 1, and the blocks behind a refused range's first part were cut blind. Before
+/// ranges of a few blocks were cut by their estimate without its error (`planner::FEW_BLOCKS`), the denser
+/// chains took 683 (1.39x): at 3,800 logs a block many ranges held one block where two fit.
 #[test]
 fn short_dense_chains_stay_within_their_measured_ratios() {
-    for (density, ceiling) in [(4.8, 1.42), (14.4, 1.39)] {
+    for (density, ceiling) in [(4.8, 1.42), (14.4, 1.34)] {
         let (mut requests, mut bound) = (0, 0);
         for seed in [1, 2, 3, 4, 7] {
             let mut node = DevNodeConfig {

@@ -50,6 +50,13 @@ const LOOKAHEAD_RANGES: f64 = 24.0;
 /// three round trips or more to find where its logs are.
 const MIN_SPOT_BLOCKS: u64 = 8;
 
+/// A surveyed range of up to this many blocks is cut where its estimated logs, without their error, reach
+/// the target: in a stretch of thousands of logs a block, a range one block shorter loses a third of a
+/// request or more, more than the refusals the error risks cost (on the `dense` preset at 14.4 times its
+/// density, seeds 1-4 and 7: 683 requests with the error allowed for everywhere, 665 from two blocks on,
+/// 656 from three, 658 from five; no other simulated chain changed).
+const FEW_BLOCKS: u64 = 3;
+
 /// A refused range whose surveyed estimate was under this fraction of the target tells that the survey is
 /// wrong there, not merely unlucky.
 const SURPRISE: f64 = 0.7;
@@ -328,7 +335,12 @@ impl Planner {
             let limit = hard_last.min(surveyed.end());
             let mut hits = 0;
             for (block, n) in self.survey.hits_in(start, limit) {
-                if self.survey.upper_estimate(hits + n) > target {
+                let estimate = if block - start < FEW_BLOCKS {
+                    self.survey.estimate(hits + n)
+                } else {
+                    self.survey.upper_estimate(hits + n)
+                };
+                if estimate > target {
                     // A block that alone looks over the target still goes alone: the node decides.
                     return Cut::At(if block > start { block - 1 } else { block });
                 }
