@@ -409,14 +409,10 @@ impl Planner {
                         if usable.is_none() && range.len() >= MIN_SPOT_BLOCKS {
                             // A refusal of a part of a refused range (the same start) keeps the whole
                             // due: the rest of it is still to fetch and no more surveyed than the part.
-                            self.spots_due
-                                .entry(range.start())
-                                .and_modify(|due| {
-                                    *due =
-                                        BlockRange::new(range.start(), due.end().max(range.end()))
-                                            .expect("start <= end")
-                                })
-                                .or_insert(range);
+                            let due = self.spots_due.entry(range.start()).or_insert(range);
+                            if range.len() > due.len() {
+                                *due = range;
+                            }
                         }
                         if usable.is_some() {
                             // A suggested range fits the node's cap: the node knows the density better than

@@ -182,6 +182,26 @@ impl Survey {
         });
     }
 
+    /// The span of the survey after the lookahead survey of `answered`, which found `hits` probe logs, at
+    /// most `span`: short of a refused survey's end (see `overflow`), while the hits found since leave
+    /// half a survey's aim or more of its excess unexplained, no more of the blocks up to that end than
+    /// would carry [`SURVEY_HITS`] of them spread evenly, instead of all of them again (which a dense
+    /// stretch at their end refuses every time).
+    pub(super) fn short_of_overflow(&mut self, answered: BlockRange, hits: u64, span: u64) -> u64 {
+        self.overflow = self.overflow.and_then(|(end, unexplained)| {
+            let unexplained = unexplained.saturating_sub(hits);
+            (end > answered.end() && unexplained >= SURVEY_HITS / 2).then_some((end, unexplained))
+        });
+        match self.overflow {
+            Some((end, unexplained)) => {
+                let even = u128::from(end - answered.end()) * u128::from(SURVEY_HITS)
+                    / u128::from(unexplained);
+                span.min(even.max(1) as u64)
+            }
+            None => span,
+        }
+    }
+
     /// Records the hits of a spot survey of `range`, which lies below every block the lookahead surveys
     /// will reach, so no block is counted twice.
     pub(super) fn record_spot(&mut self, range: BlockRange, blocks: &[BlockNumber]) {

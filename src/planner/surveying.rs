@@ -146,21 +146,10 @@ impl Planner {
                         / blocks.len() as u128)
                         .min(u128::from(u64::MAX)) as u64
                 };
-                let mut span = ideal.min(range.len().saturating_mul(8));
-                // Short of a refused survey's end, while the hits found since leave much of its excess
-                // unexplained, the rest up to it is known to hold about that many more: ask for no more of
-                // it than would carry SURVEY_HITS of them spread evenly, instead of all of it again (which
-                // a dense stretch at its end refuses every time).
-                self.survey.overflow = self.survey.overflow.and_then(|(end, unexplained)| {
-                    let unexplained = unexplained.saturating_sub(blocks.len() as u64);
-                    (end > range.end() && unexplained >= survey::SURVEY_HITS / 2)
-                        .then_some((end, unexplained))
-                });
-                if let Some((end, unexplained)) = self.survey.overflow {
-                    let rest = u128::from(end - range.end());
-                    let share = rest * u128::from(survey::SURVEY_HITS) / u128::from(unexplained);
-                    span = span.min(share.max(1) as u64);
-                }
+                let span = ideal.min(range.len().saturating_mul(8));
+                let span = self
+                    .survey
+                    .short_of_overflow(range, blocks.len() as u64, span);
                 self.survey.span = self.clamp(span);
             }
             Err(Outcome::RangeTooWide { max_blocks }) => {
@@ -174,6 +163,7 @@ impl Planner {
             Err(Outcome::TooManyResults { suggested }) => {
                 let suggested = suggested
                     .filter(|&(from, to)| from == range.start() && to < range.end() && to >= from);
+                // More probe logs than an answer carries, at least the cap the target stands for.
                 self.survey.overflow = Some((range.end(), self.config.target_logs));
                 // A quarter, not a half: an overflowing survey met a dense cluster, and a survey cut short
                 // costs less than another overflow.
