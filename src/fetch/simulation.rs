@@ -248,11 +248,17 @@ fn requests_against_bound(seed: u64, sparse: bool) -> (u64, u64) {
 /// Simulates a backfill of `devnode` preset `preset` (seed `seed`) with the default `[sync]` limits;
 /// returns the requests made and the fewest possible.
 fn preset_against_bound(preset: &str, seed: u64) -> (u64, u64) {
+    preset_at_density(preset, seed, None)
+}
+
+/// As [`preset_against_bound`], with the preset's density replaced by `density` when given.
+fn preset_at_density(preset: &str, seed: u64, density: Option<f64>) -> (u64, u64) {
     let mut node = DevNodeConfig {
         seed,
         ..DevNodeConfig::default()
     };
     node.chain = crate::devnode::ChainConfig::preset(preset).expect("a preset");
+    node.chain.density = density.unwrap_or(node.chain.density);
     let truth = GroundTruth::detached(&node);
     let chain = Chain::new(&truth);
     let bound = crate::bench::fewest_requests(&truth, crate::config::DEFAULT_MAX_BLOCK_RANGE);
@@ -263,7 +269,8 @@ fn preset_against_bound(preset: &str, seed: u64) -> (u64, u64) {
     };
     let tally = simulate(&chain, config, truth.head());
     eprintln!(
-        "{preset} seed {seed}: {} requests ({} surveys, {} refused), bound {bound}, {:.2}x",
+        "{preset} (density {}) seed {seed}: {} requests ({} surveys, {} refused), bound {bound}, {:.2}x",
+        node.chain.density,
         tally.requests,
         tally.surveys,
         tally.refused,
@@ -366,27 +373,9 @@ fn short_dense_chains_stay_within_their_measured_ratios() {
     for (density, ceiling) in [(4.8, 1.42), (14.4, 1.34)] {
         let (mut requests, mut bound) = (0, 0);
         for seed in [1, 2, 3, 4, 7] {
-            let mut node = DevNodeConfig {
-                seed,
-                ..DevNodeConfig::default()
-            };
-            node.chain = crate::devnode::ChainConfig::preset("dense").expect("a preset");
-            node.chain.density = density;
-            let truth = GroundTruth::detached(&node);
-            let config = PlannerConfig {
-                initial_span: crate::config::DEFAULT_INITIAL_BLOCK_RANGE,
-                max_span: crate::config::DEFAULT_MAX_BLOCK_RANGE,
-                target_logs: crate::config::DEFAULT_TARGET_LOGS_PER_REQUEST,
-            };
-            let tally = simulate(&Chain::new(&truth), config, truth.head());
-            let fewest =
-                crate::bench::fewest_requests(&truth, crate::config::DEFAULT_MAX_BLOCK_RANGE);
-            eprintln!(
-                "density {density} seed {seed}: {} requests ({} surveys, {} refused), bound {fewest}",
-                tally.requests, tally.surveys, tally.refused
-            );
-            requests += tally.requests;
-            bound += fewest;
+            let (r, b) = preset_at_density("dense", seed, Some(density));
+            requests += r;
+            bound += b;
         }
         assert!(
             requests as f64 <= ceiling * bound as f64,

@@ -182,6 +182,12 @@ impl Survey {
         });
     }
 
+    /// Remembers that the node refused the lookahead survey of `range` for too many results: more probe logs
+    /// than an answer carries, at least `cap` (the target stands for the node's cap).
+    pub(super) fn refused(&mut self, range: BlockRange, cap: u64) {
+        self.overflow = Some((range.end(), cap));
+    }
+
     /// The span of the survey after the lookahead survey of `answered`, which found `hits` probe logs, at
     /// most `span`: short of a refused survey's end (see `overflow`), while the hits found since leave
     /// half a survey's aim or more of its excess unexplained, no more of the blocks up to that end than

@@ -163,8 +163,7 @@ impl Planner {
             Err(Outcome::TooManyResults { suggested }) => {
                 let suggested = suggested
                     .filter(|&(from, to)| from == range.start() && to < range.end() && to >= from);
-                // More probe logs than an answer carries, at least the cap the target stands for.
-                self.survey.overflow = Some((range.end(), self.config.target_logs));
+                self.survey.refused(range, self.config.target_logs);
                 // A quarter, not a half: an overflowing survey met a dense cluster, and a survey cut short
                 // costs less than another overflow.
                 self.survey.span = match suggested {
