@@ -17,6 +17,7 @@
 //! which the caller completes by other means) tile `[start, end]` exactly: no gap, no overlap. Surveys
 //! never complete a range; they only inform where ranges are cut.
 
+mod learning;
 mod narrowing;
 mod survey;
 mod surveying;
@@ -25,22 +26,10 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::primitives::{BlockNumber, BlockRange};
 
+use learning::{Learned, INITIAL_MISS};
 use narrowing::Held;
 use survey::Survey;
 
-/// Where only a learned span is known, aim at a fraction of the target that shrinks with how badly one
-/// answer's density has foretold the next (`Miss`): on the default chain a neighbouring range misjudges the
-/// next by a quarter or more, so the aim starts at 0.6 there; where the density is even (one busy contract)
-/// it rises towards `MAX_LEARNED_AIM`, and an overflow costs a request.
-const MAX_LEARNED_AIM: f64 = 0.95;
-/// The aim never falls below this: on bursty chains a lower one only made more, smaller requests.
-const MIN_LEARNED_AIM: f64 = 0.6;
-/// How much a miss (|ln(actual / foretold)|) lowers the aim: `aim = 1 / (1 + MISS_WEIGHT * miss)`.
-const MISS_WEIGHT: f64 = 1.3;
-/// The miss assumed before any answer: with `MISS_WEIGHT` it gives the 0.6 that suited the default chain.
-const INITIAL_MISS: f64 = 0.5;
-/// Weight of the newest answer in the running miss.
-const MISS_ALPHA: f64 = 0.2;
 /// A single block estimated above this multiple of the target is fetched by narrower filters at once.
 const OVERFLOW_MARGIN: f64 = 1.15;
 /// Survey no further ahead than this many target-sized ranges: enough for the in-flight window, and it
@@ -154,6 +143,8 @@ pub struct Planner {
     boundaries: BTreeSet<BlockNumber>,
     /// Split pieces waiting to be handed out again, by start.
     pieces: BTreeMap<BlockNumber, BlockRange>,
+    /// Starts of pieces handed out whole, never cut (see [`narrowing`]).
+    whole: BTreeSet<BlockNumber>,
     /// Ranges handed out and not yet reported, by start (the survey forgets blocks below them all).
     handed_out: BTreeMap<BlockNumber, BlockRange>,
     /// The rests of refused ranges being narrowed, by the start of the probe they wait for (see
@@ -161,6 +152,9 @@ pub struct Planner {
     held: BTreeMap<BlockNumber, Held>,
     /// The span of the next new range when no survey covers it.
     span: u64,
+    /// What the answer for the range ending at each key taught: a range starting right after it is cut by
+    /// that rather than by `span`, which the answers of stretches far away also move (see [`learning`]).
+    local: BTreeMap<BlockNumber, Learned>,
     /// A hard span limit the node stated (`RangeTooWide`).
     node_cap: Option<u64>,
     /// Logs per block of the last answer, and the running miss of such a density as a forecast of the
@@ -201,9 +195,11 @@ impl Planner {
             end: range.end(),
             boundaries,
             pieces: BTreeMap::new(),
+            whole: BTreeSet::new(),
             handed_out: BTreeMap::new(),
             held: BTreeMap::new(),
             span: config.initial_span,
+            local: BTreeMap::new(),
             node_cap: None,
             density: None,
             miss: INITIAL_MISS,
@@ -251,6 +247,9 @@ impl Planner {
     /// for now while a survey the next range needs is in flight.
     pub fn next_range(&mut self) -> Option<BlockRange> {
         if let Some((_, piece)) = self.pieces.pop_first() {
+            if self.whole.remove(&piece.start()) {
+                return Some(self.hand_out(piece));
+            }
             let Cut::At(last) = self.cut(piece.start(), piece.end(), Waiting::Never) else {
                 unreachable!("a piece never waits");
             };
@@ -354,7 +353,7 @@ impl Planner {
         if waiting == Waiting::Allowed && self.survey.in_flight.is_some_and(|s| s.contains(start)) {
             return Cut::Wait;
         }
-        Cut::At(start.saturating_add(self.span - 1).min(hard_last))
+        Cut::At(start.saturating_add(self.span_at(start) - 1).min(hard_last))
     }
 
     /// Learns from the node's answer for `range` (a range this planner handed out).
@@ -372,6 +371,7 @@ impl Planner {
         .copied()
         .unwrap_or(self.next);
         self.survey.prune_below(lowest);
+        self.forget_learned_below(lowest);
         verdict
     }
 
@@ -392,14 +392,14 @@ impl Planner {
             Outcome::TooManyResults { suggested } => {
                 // The surveyed midpoint still says where the logs are when the survey misjudged how many;
                 // the pieces are cut without it where the misjudgement was gross.
-                let midpoint = self.surveyed_midpoint(range);
                 self.distrust_if_surprised(range);
+                let midpoint = self.surveyed_midpoint(range);
                 let usable = suggested
                     .filter(|&(from, to)| from == range.start() && to < range.end() && to >= from);
                 // Without a suggestion, cut where the surveyed logs are halved; failing a survey, halve;
                 // but where the learned span is already smaller (a dense burst met by a range planned before
                 // the density was known), cut there and skip the halvings.
-                let cut = (range.len() / 2).min(self.span).max(1);
+                let cut = (range.len() / 2).min(self.span_at(range.start())).max(1);
                 match usable
                     .and_then(|(_, to)| range.split_after(to))
                     .or_else(|| midpoint.and_then(|m| range.split_after(m)))
@@ -521,33 +521,6 @@ impl Planner {
     fn requeue(&mut self, first: BlockRange, rest: BlockRange) {
         self.pieces.insert(first.start(), first);
         self.pieces.insert(rest.start(), rest);
-    }
-
-    /// Grows the span towards a fraction of `target_logs` per request, or shrinks it at once where logs are
-    /// dense. Growth is at most 8x the length of the range answered: an answer about a few blocks says little
-    /// about thousands, but creeping up by doubling after a dense stretch cost hundreds of tiny requests
-    /// on the simulated chain (docs/BENCHMARKS.md); a split costs one.
-    fn learn_density(&mut self, range: BlockRange, n: u64) {
-        let density = n as f64 / range.len() as f64;
-        if let Some(foretold) = self.density {
-            let foretold = foretold * range.len() as f64;
-            let miss = ((n as f64 + 1.0) / (foretold + 1.0)).ln().abs();
-            self.miss = (1.0 - MISS_ALPHA) * self.miss + MISS_ALPHA * miss;
-        }
-        self.density = Some(density);
-        let aim = (self.config.target_logs as f64 * self.learned_aim()).max(1.0);
-        let ideal = if n == 0 {
-            u64::MAX
-        } else {
-            (range.len() as f64 * aim / n as f64).min(u64::MAX as f64) as u64
-        };
-        let ceiling = range.len().saturating_mul(8).max(self.span);
-        self.span = self.clamp(ideal.min(ceiling));
-    }
-
-    /// The fraction of the target a range cut by learned span aims at.
-    fn learned_aim(&self) -> f64 {
-        (1.0 / (1.0 + MISS_WEIGHT * self.miss)).clamp(MIN_LEARNED_AIM, MAX_LEARNED_AIM)
     }
 
     fn clamp(&self, span: u64) -> u64 {

@@ -64,6 +64,19 @@ impl Planner {
     pub(super) fn put_back(&mut self, piece_start: BlockNumber, cut_off: BlockRange) {
         match self.held.get_mut(&piece_start) {
             Some(held) => held.rest = join(cut_off, held.rest),
+            None if !self.survey.covers(piece_start) => {
+                // Cut by a span learned elsewhere: the answer for the blocks before it says better.
+                self.held.insert(
+                    piece_start,
+                    Held {
+                        rest: cut_off,
+                        suspect_end: piece_start,
+                        at_least: 0,
+                        span_before: self.span,
+                        seen: (0, 0),
+                    },
+                );
+            }
             None => self.release(cut_off),
         }
     }
@@ -78,13 +91,30 @@ impl Planner {
         // Empty when the last probe was the last suspect block.
         let suspect = BlockRange::new(held.rest.start(), held.suspect_end);
         let Some(suspect) = suspect.filter(|_| 2 * at_least >= self.config.target_logs) else {
-            // What the refusal left unexplained may fit one range now: the rest goes out as pieces, the
-            // refused blocks apart from those merely held behind them (together they would hold what is
-            // left of the excess and a range's worth more).
-            match held.rest.split_after(held.suspect_end) {
+            // What the refusal left unexplained may fit one range now. Where the refused blocks left hold
+            // more than the probe's density puts in them, the excess is still there: they go out whole, and
+            // the blocks merely held behind them wait for their answer. Otherwise the rest goes out as one
+            // piece cut by the span this probe's answer taught (`Planner::span_at`): cut at the refused
+            // blocks' end, their last few took a request of their own.
+            let unexplained = held
+                .rest
+                .split_after(held.suspect_end)
+                .filter(|(suspect, _)| {
+                    suspect.len() as f64 * n as f64 / range.len() as f64 <= at_least as f64
+                });
+            match unexplained {
                 Some((suspect, behind)) => {
-                    self.release(suspect);
-                    self.release(behind);
+                    self.release_whole(suspect);
+                    self.held.insert(
+                        suspect.start(),
+                        Held {
+                            rest: behind,
+                            suspect_end: suspect.start(),
+                            at_least: 0,
+                            span_before: held.span_before,
+                            seen,
+                        },
+                    );
                 }
                 None => self.release(held.rest),
             }
@@ -152,7 +182,9 @@ impl Planner {
         if let Some(midpoint) = self.surveyed_midpoint(suspect) {
             return midpoint;
         }
-        let cut = (suspect.len() / 2).min(self.span).max(1);
+        let cut = (suspect.len() / 2)
+            .min(self.span_at(suspect.start()))
+            .max(1);
         suspect.start() + cut - 1
     }
 
@@ -163,6 +195,12 @@ impl Planner {
 
     fn release(&mut self, rest: BlockRange) {
         self.pieces.insert(rest.start(), rest);
+    }
+
+    /// Releases `rest` as one range, never cut.
+    fn release_whole(&mut self, rest: BlockRange) {
+        self.whole.insert(rest.start());
+        self.release(rest);
     }
 }
 

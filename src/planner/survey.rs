@@ -252,7 +252,11 @@ impl Survey {
 
     /// Stops trusting the survey's hits in `range` (see `distrusted`).
     pub(super) fn distrust(&mut self, range: BlockRange) {
-        self.distrusted.insert(range.start(), range);
+        // A refused part of a refused range shares its start: the whole stays distrusted.
+        let kept = self.distrusted.entry(range.start()).or_insert(range);
+        if range.len() > kept.len() {
+            *kept = range;
+        }
     }
 
     /// Whether `block` lies in a distrusted stretch.

@@ -131,6 +131,61 @@ fn a_heavy_block_restores_the_span_the_narrowing_shrank() {
     );
 }
 
+/// With several ranges in flight, answers from stretches far apart arrive interleaved: the span a new range
+/// is cut by comes from the answer for the blocks just before it, not from whichever answer came last (on
+/// the `bursts` preset a span learned in a burst cut the quiet blocks elsewhere into crumbs of 40 blocks).
+#[test]
+fn a_range_is_cut_by_the_density_just_before_it_not_by_the_last_answer_elsewhere() {
+    let mut planner = Planner::new(CONFIG, range(0, 1_000_000), []);
+    let first = planner.next_range().unwrap();
+    // No survey (one contract, one event): ranges are cut by learned span, several in flight.
+    planner.observe_mix(first, 100, &[100]);
+    planner.report(first, Outcome::Logs { n: 100 });
+    let far = planner.next_range().unwrap();
+    let near = planner.next_range().unwrap();
+    assert_eq!(near.start(), far.end() + 1);
+    // The range just before the next one is dense; the one answered after it, further back, is sparse.
+    planner.report(near, Outcome::Logs { n: 4_000 });
+    planner.report(far, Outcome::Logs { n: 10 });
+    let next = planner.next_range().unwrap();
+    assert_eq!(next.start(), near.end() + 1);
+    let dense_span = near.len() * planner.target_logs() / 4_000;
+    assert!(
+        next.len() <= dense_span,
+        "{next}: cut by the sparse answer elsewhere (span {})",
+        planner.span()
+    );
+}
+
+/// A piece cut by a learned span leaves the blocks after it waiting for its answer, which says how dense
+/// they are, instead of cutting them all at once by the same guess.
+#[test]
+fn the_blocks_after_a_piece_cut_by_a_learned_span_wait_for_its_answer() {
+    let mut planner = Planner::new(CONFIG, range(0, 1_000_000), []);
+    let first = planner.next_range().unwrap();
+    // No survey (one contract, one event): ranges are cut by learned span, several in flight.
+    planner.observe_mix(first, 100, &[100]);
+    planner.report(first, Outcome::Logs { n: 100 });
+    let refused = planner.next_range().unwrap();
+    planner.report(refused, Outcome::TooManyResults { suggested: None });
+    let probe = planner.next_range().unwrap();
+    assert_eq!(probe.start(), refused.start());
+    // Dense, and holding most of what was refused: the rest is released and cut by the probe's density.
+    planner.report(probe, Outcome::Logs { n: 4_000 });
+    let piece = planner.next_range().unwrap();
+    assert_eq!(piece.start(), probe.end() + 1);
+    assert!(piece.end() < refused.end(), "{piece} of {refused}");
+    let meanwhile = planner.next_range().unwrap();
+    assert!(
+        meanwhile.start() > refused.end(),
+        "{meanwhile}: the blocks after {piece} went out before its answer"
+    );
+    // Sparse after all: what follows goes out as one range.
+    planner.report(piece, Outcome::Logs { n: 10 });
+    let after = planner.next_range().unwrap();
+    assert_eq!(after, range(piece.end() + 1, refused.end()));
+}
+
 #[test]
 fn uses_the_range_the_node_suggests_when_it_fits() {
     let mut planner = Planner::new(CONFIG, range(0, 99), []);
@@ -358,9 +413,9 @@ fn a_range_the_survey_misjudged_splits_at_its_surveyed_midpoint_and_its_pieces_b
         "{first}: cut by the learned span, not the distrusted survey"
     );
     assert_eq!(planner.next_range(), None, "the rest waits for that piece");
-    // It held most of what was refused: the rest is released and cut by learned span too.
+    // It held most of what was refused: the rest is released, cut by the span that piece's answer taught.
     planner.report(first, Outcome::Logs { n: 4_000 });
-    let span = planner.span();
+    let span = planner.span_at(first.end() + 1);
     let rest = planner.next_range().expect("the rest, released");
     assert_eq!(rest.start(), first.end() + 1);
     assert!(
@@ -412,15 +467,9 @@ fn a_refused_range_no_survey_covers_gets_a_spot_survey_that_finds_its_heavy_bloc
     let c = planner.next_range().unwrap();
     assert_eq!(c.start(), 50);
     assert!(c.contains(60) && c.end() < b.end(), "{c}");
-    // What lies beyond b goes out; the rest of b waits for c.
-    let beyond = planner.next_range().unwrap();
-    assert_eq!(beyond.start(), b.end() + 1);
-    planner.report(beyond, Outcome::Logs { n: 10 });
+    // New ranges go out; the rest of b waits for c.
     let new = planner.next_range().unwrap();
-    assert!(
-        new.start() > beyond.end(),
-        "the rest of b waits for c: {new}"
-    );
+    assert_eq!(new.start(), 100, "the rest of b waits for c: {new}");
     planner.report(new, Outcome::Logs { n: 10 });
     let mut hits = vec![60; 600];
     hits.extend([52, 70, 80]);
