@@ -163,7 +163,12 @@ fn simulate(chain: &Chain, config: PlannerConfig, head: BlockNumber) -> Tally {
         }
         while outstanding.len() < MAX_CONCURRENCY {
             match planner.next_range() {
-                Some(range) => outstanding.push_back(Item::Range(range)),
+                Some(range) => {
+                    if std::env::var("SIM_TRACE").is_ok() {
+                        eprintln!("out {range} span={}", planner.span());
+                    }
+                    outstanding.push_back(Item::Range(range))
+                }
                 None => break,
             }
         }
@@ -337,10 +342,10 @@ fn presets_shaped_like_real_chains_stay_within_their_measured_ratios() {
     let only = std::env::var("SIM_PRESET").ok();
     let mut over = Vec::new();
     for (preset, ceiling) in [
-        ("overcap", 3.6),
-        ("bursts", 4.8),
-        ("growth", 1.4),
-        ("hot", 1.35),
+        ("overcap", 3.25),
+        ("bursts", 3.4),
+        ("growth", 1.35),
+        ("hot", 1.32),
         ("huge_runs", 1.3),
         ("empty", 1.3),
     ] {
@@ -370,7 +375,7 @@ fn presets_shaped_like_real_chains_stay_within_their_measured_ratios() {
 /// chains took 683 (1.39x): at 3,800 logs a block many ranges held one block where two fit.
 #[test]
 fn short_dense_chains_stay_within_their_measured_ratios() {
-    for (density, ceiling) in [(4.8, 1.42), (14.4, 1.34)] {
+    for (density, ceiling) in [(4.8, 1.38), (14.4, 1.32)] {
         let (mut requests, mut bound) = (0, 0);
         for seed in [1, 2, 3, 4, 7] {
             let (r, b) = preset_at_density("dense", seed, Some(density));
