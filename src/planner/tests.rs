@@ -131,16 +131,22 @@ fn a_heavy_block_restores_the_span_the_narrowing_shrank() {
     );
 }
 
+/// A planner whose first answer (one log per block, one contract and one event: no survey) has come, so
+/// that ranges are cut by learned span, several in flight.
+fn unsurveyed_after_one_answer() -> Planner {
+    let mut planner = Planner::new(CONFIG, range(0, 1_000_000), []);
+    let first = planner.next_range().unwrap();
+    planner.observe_mix(first, 100, &[100]);
+    planner.report(first, Outcome::Logs { n: 100 });
+    planner
+}
+
 /// With several ranges in flight, answers from stretches far apart arrive interleaved: the span a new range
 /// is cut by comes from the answer for the blocks just before it, not from whichever answer came last (on
 /// the `bursts` preset a span learned in a burst cut the quiet blocks elsewhere into crumbs of 40 blocks).
 #[test]
 fn a_range_is_cut_by_the_density_just_before_it_not_by_the_last_answer_elsewhere() {
-    let mut planner = Planner::new(CONFIG, range(0, 1_000_000), []);
-    let first = planner.next_range().unwrap();
-    // No survey (one contract, one event): ranges are cut by learned span, several in flight.
-    planner.observe_mix(first, 100, &[100]);
-    planner.report(first, Outcome::Logs { n: 100 });
+    let mut planner = unsurveyed_after_one_answer();
     let far = planner.next_range().unwrap();
     let near = planner.next_range().unwrap();
     assert_eq!(near.start(), far.end() + 1);
@@ -161,11 +167,7 @@ fn a_range_is_cut_by_the_density_just_before_it_not_by_the_last_answer_elsewhere
 /// they are, instead of cutting them all at once by the same guess.
 #[test]
 fn the_blocks_after_a_piece_cut_by_a_learned_span_wait_for_its_answer() {
-    let mut planner = Planner::new(CONFIG, range(0, 1_000_000), []);
-    let first = planner.next_range().unwrap();
-    // No survey (one contract, one event): ranges are cut by learned span, several in flight.
-    planner.observe_mix(first, 100, &[100]);
-    planner.report(first, Outcome::Logs { n: 100 });
+    let mut planner = unsurveyed_after_one_answer();
     let refused = planner.next_range().unwrap();
     planner.report(refused, Outcome::TooManyResults { suggested: None });
     let probe = planner.next_range().unwrap();
