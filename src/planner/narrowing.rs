@@ -9,7 +9,8 @@
 //! - refused: the excess is in the probe; it is narrowed in turn, and the rest stays held behind it;
 //! - answered with `n` logs: what is left of the refused blocks still holds at least the refused count minus
 //!   `n`. While that is half a target or more, the next probe is the start of the rest; below that the rest
-//!   is released and cut like any piece;
+//!   is released as one piece, cut by the span the probe's answer taught, unless the refused blocks left
+//!   hold more than the probe's density puts in them: then they go out whole, and the rest waits for them;
 //! - a single block over the cap: that block is the excess; the rest is released, at a span aimed by the
 //!   density of the probes answered around it (the span the narrowing began with when no probe had logs).
 //!
@@ -59,8 +60,9 @@ impl Planner {
     }
 
     /// The piece starting at `piece_start` was handed out shorter than it was: when it is a probe, what was
-    /// cut off joins its held rest (it still lies before the excess, or holds it), else it waits as a piece
-    /// of its own.
+    /// cut off joins its held rest (it still lies before the excess, or holds it); where no survey covers
+    /// the piece (it was cut by a learned span), what was cut off waits for the piece's answer, which says
+    /// how dense it is (`Planner::span_at`); else it waits as a piece of its own.
     pub(super) fn put_back(&mut self, piece_start: BlockNumber, cut_off: BlockRange) {
         match self.held.get_mut(&piece_start) {
             Some(held) => held.rest = join(cut_off, held.rest),
