@@ -409,10 +409,7 @@ impl Planner {
                         if usable.is_none() && range.len() >= MIN_SPOT_BLOCKS {
                             // A refusal of a part of a refused range (the same start) keeps the whole
                             // due: the rest of it is still to fetch and no more surveyed than the part.
-                            let due = self.spots_due.entry(range.start()).or_insert(range);
-                            if range.len() > due.len() {
-                                *due = range;
-                            }
+                            keep_longest(&mut self.spots_due, range);
                         }
                         if usable.is_some() {
                             // A suggested range fits the node's cap: the node knows the density better than
@@ -528,6 +525,15 @@ impl Planner {
             .node_cap
             .map_or(self.config.max_span, |c| c.min(self.config.max_span));
         span.clamp(1, max.max(1))
+    }
+}
+
+/// Records `range` in `by_start` under its start, keeping the longer where one is there already: a
+/// refused range and the refused parts of it share a start, and the whole is what matters.
+fn keep_longest(by_start: &mut BTreeMap<BlockNumber, BlockRange>, range: BlockRange) {
+    let kept = by_start.entry(range.start()).or_insert(range);
+    if range.len() > kept.len() {
+        *kept = range;
     }
 }
 

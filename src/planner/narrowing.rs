@@ -68,16 +68,7 @@ impl Planner {
             Some(held) => held.rest = join(cut_off, held.rest),
             None if !self.survey.covers(piece_start) => {
                 // Cut by a span learned elsewhere: the answer for the blocks before it says better.
-                self.held.insert(
-                    piece_start,
-                    Held {
-                        rest: cut_off,
-                        suspect_end: piece_start,
-                        at_least: 0,
-                        span_before: self.span,
-                        seen: (0, 0),
-                    },
-                );
+                self.wait_behind(piece_start, cut_off, self.span, (0, 0));
             }
             None => self.release(cut_off),
         }
@@ -107,16 +98,7 @@ impl Planner {
             match unexplained {
                 Some((suspect, behind)) => {
                     self.release_whole(suspect);
-                    self.held.insert(
-                        suspect.start(),
-                        Held {
-                            rest: behind,
-                            suspect_end: suspect.start(),
-                            at_least: 0,
-                            span_before: held.span_before,
-                            seen,
-                        },
-                    );
+                    self.wait_behind(suspect.start(), behind, held.span_before, seen);
                 }
                 None => self.release(held.rest),
             }
@@ -197,6 +179,28 @@ impl Planner {
 
     fn release(&mut self, rest: BlockRange) {
         self.pieces.insert(rest.start(), rest);
+    }
+
+    /// Holds `rest`, which no refusal points at, until the piece starting at `piece_start` is answered: it
+    /// is then released as one piece, cut by the span that answer taught. It is held as a narrowing whose
+    /// excess is already explained, so a refusal of the piece narrows on into it like any other held rest.
+    fn wait_behind(
+        &mut self,
+        piece_start: BlockNumber,
+        rest: BlockRange,
+        span_before: u64,
+        seen: (u64, u64),
+    ) {
+        self.held.insert(
+            piece_start,
+            Held {
+                rest,
+                suspect_end: piece_start,
+                at_least: 0,
+                span_before,
+                seen,
+            },
+        );
     }
 
     /// Releases `rest` as one range, never cut.

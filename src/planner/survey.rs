@@ -252,11 +252,7 @@ impl Survey {
 
     /// Stops trusting the survey's hits in `range` (see `distrusted`).
     pub(super) fn distrust(&mut self, range: BlockRange) {
-        // A refused part of a refused range shares its start: the whole stays distrusted.
-        let kept = self.distrusted.entry(range.start()).or_insert(range);
-        if range.len() > kept.len() {
-            *kept = range;
-        }
+        super::keep_longest(&mut self.distrusted, range);
     }
 
     /// Whether `block` lies in a distrusted stretch.
