@@ -391,18 +391,11 @@ fn presets_shaped_like_real_chains_stay_within_their_measured_ratios() {
     assert!(over.is_empty(), "{over:?}");
 }
 
-/// Chains as short and dense as the two the outside measurement used (the `dense` preset, 20,001 blocks
-/// holding about 500,000 logs, and the same at 14.4 times the default density, about 1,500,000), over
-/// seeds 1-4 and 7, each held
-/// to its total now. Before a refused survey's excess was remembered (`survey::Survey::overflow`) and a
-/// refused range's spot survey kept all of it (`Planner::spots_due`), they took 249 and 711 requests
-/// (1.54x and 1.44x): a dense stretch near the chain's end refused every lookahead survey that reached it,
-/// thirteen in a row on seed 1, and the blocks behind a refused range's first part were cut blind. Before
-/// ranges of a few blocks were cut by their estimate without its error (`planner::FEW_BLOCKS`), the denser
-/// chains took 683 (1.39x): at 3,800 logs a block many ranges held one block where two fit.
 /// Every preset against a node that suggests a range with its refusals, as Infura, Alchemy and reth do
 /// (and the access service's proxy the outside measurement ran behind): a refusal says where the cap is
-/// crossed, so the ratios are lower than the plain node's. Each is held to what it reaches now.
+/// crossed, so the ratios are lower than the plain node's. Each is held to what it reaches now. Before the
+/// rest of a refused range waited for the suggested range's answer (`Planner::take_suggestion`), bursts
+/// took 139 requests (2.67x) and overcap 171 (1.86x): each rest went out whole and was refused in its turn.
 #[test]
 fn with_a_node_that_suggests_ranges_presets_stay_within_their_measured_ratios() {
     let only = std::env::var("SIM_PRESET").ok();
@@ -410,10 +403,10 @@ fn with_a_node_that_suggests_ranges_presets_stay_within_their_measured_ratios() 
     for (preset, ceiling) in [
         ("default", 1.3),
         ("sparse", 1.3),
-        ("overcap", 1.9),
-        ("bursts", 2.7),
-        ("growth", 1.37),
-        ("hot", 1.3),
+        ("overcap", 1.6),
+        ("bursts", 2.15),
+        ("growth", 1.32),
+        ("hot", 1.23),
         ("huge_runs", 1.3),
         ("empty", 1.3),
         ("dense", 1.35),
@@ -431,6 +424,15 @@ fn with_a_node_that_suggests_ranges_presets_stay_within_their_measured_ratios() 
     assert!(over.is_empty(), "{over:?}");
 }
 
+/// Chains as short and dense as the two the outside measurement used (the `dense` preset, 20,001 blocks
+/// holding about 500,000 logs, and the same at 14.4 times the default density, about 1,500,000), over
+/// seeds 1-4 and 7, each held
+/// to its total now. Before a refused survey's excess was remembered (`survey::Survey::overflow`) and a
+/// refused range's spot survey kept all of it (`Planner::spots_due`), they took 249 and 711 requests
+/// (1.54x and 1.44x): a dense stretch near the chain's end refused every lookahead survey that reached it,
+/// thirteen in a row on seed 1, and the blocks behind a refused range's first part were cut blind. Before
+/// ranges of a few blocks were cut by their estimate without its error (`planner::FEW_BLOCKS`), the denser
+/// chains took 683 (1.39x): at 3,800 logs a block many ranges held one block where two fit.
 #[test]
 fn short_dense_chains_stay_within_their_measured_ratios() {
     for (density, ceiling) in [(4.8, 1.38), (14.4, 1.32)] {

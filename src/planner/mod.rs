@@ -10,8 +10,8 @@
 //!
 //! It splits a range when the node answers "too many results", "timeout" or "range too wide" (at the
 //! surveyed midpoint of the logs where it can, else by blocks), takes a range the node suggests when it is
-//! usable, and hands split pieces out before new ranges, lowest first, so that whoever commits in block
-//! order is never kept waiting long.
+//! usable (the rest waits for its answer: `narrowing`), and hands split pieces out before new ranges, lowest
+//! first, so that whoever commits in block order is never kept waiting long.
 //!
 //! Invariant: the ranges reported [`Verdict::Done`] (plus those reported [`Verdict::SingleBlockOverflow`],
 //! which the caller completes by other means) tile `[start, end]` exactly: no gap, no overlap. Surveys
@@ -382,6 +382,7 @@ impl Planner {
                 if !(range.len() == 1 && n > self.config.target_logs) {
                     self.learn_density(range, n);
                 }
+                self.distrust_behind_if_blind(range, n);
                 self.probe_answered(range, n);
                 Verdict::Done
             }
@@ -413,10 +414,8 @@ impl Planner {
                         }
                         if usable.is_some() {
                             // A suggested range fits the node's cap: the node knows the density better than
-                            // we do, and what follows it is no longer known to overflow.
-                            self.span = self.clamp(first.len());
-                            self.release_held(range.start());
-                            self.requeue(first, rest);
+                            // we do. What follows waits for its answer, which says how dense it is.
+                            self.take_suggestion(first, rest);
                         } else {
                             let span_before = self.span;
                             self.span = self.clamp(self.span.min(first.len()));

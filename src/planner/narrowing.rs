@@ -14,6 +14,10 @@
 //! - a single block over the cap: that block is the excess; the rest is released, at a span aimed by the
 //!   density of the probes answered around it (the span the narrowing began with when no probe had logs).
 //!
+//! A node that suggests a range with its refusal (Infura, Alchemy, reth) has said where the cap is crossed:
+//! the suggested range goes out whole as the probe, and the rest waits behind it as behind a probe whose
+//! excess lies in the block right after it ([`Planner::take_suggestion`]).
+//!
 //! The held blocks are contiguous (whatever the narrowing has not yet looked at, up to the refused range's end
 //! and anything held behind it), so once the excess is found they go out as few ranges as the span allows
 //! instead of one per level. The cost is latency, not requests: a narrowing takes as many round trips in a row
@@ -21,7 +25,7 @@
 
 use crate::primitives::{BlockNumber, BlockRange};
 
-use super::Planner;
+use super::{Planner, SURPRISE};
 
 /// What a probe left behind it: the rest of a refused range, handed out once the probe is answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,19 +47,31 @@ impl Planner {
     /// Narrows the refused range `first` + `rest`: `first` goes out as the probe, `rest` waits for it.
     /// A probe that is itself refused keeps what was held behind it, joined to its own rest.
     pub(super) fn narrow(&mut self, first: BlockRange, rest: BlockRange, span_before: u64) {
+        self.hold_behind(first, rest, rest.end(), span_before);
+        self.pieces.insert(first.start(), first);
+    }
+
+    /// Holds `rest` behind the probe `first` of a refused range whose excess lies in `first` and `rest` up
+    /// to `suspect_end`, joined to what was held behind `first` itself (the probe of an outer narrowing).
+    fn hold_behind(
+        &mut self,
+        first: BlockRange,
+        rest: BlockRange,
+        suspect_end: BlockNumber,
+        span_before: u64,
+    ) {
         let behind = self.held.remove(&first.start());
         let held = Held {
             rest: match behind {
                 Some(outer) => join(rest, outer.rest),
                 None => rest,
             },
-            suspect_end: rest.end(),
+            suspect_end,
             // The node's cap is at least the target: the refused blocks hold more than that.
             at_least: self.config.target_logs,
             span_before: behind.map_or(span_before, |outer| outer.span_before),
             seen: behind.map_or((0, 0), |outer| outer.seen),
         };
-        self.pieces.insert(first.start(), first);
         self.held.insert(first.start(), held);
     }
 
@@ -71,6 +87,29 @@ impl Planner {
                 self.wait_behind(piece_start, cut_off, self.span, (0, 0));
             }
             None => self.release(cut_off),
+        }
+    }
+
+    /// `range`, which blocks wait behind, was answered with `n` logs, far more than the survey estimated
+    /// for it: the probe is blind there (a burst of a contract it does not see), so the blocks waiting
+    /// behind it, the rest of the range refused with it, are cut by the answer's density
+    /// ([`Planner::span_at`]) instead of by the survey's hits. Without this, a burst met by a suggested
+    /// range was asked for in the survey's long ranges and refused once per suggestion.
+    pub(super) fn distrust_behind_if_blind(&mut self, range: BlockRange, n: u64) {
+        let Some(held) = self.held.get(&range.start()) else {
+            return;
+        };
+        if !self.surveyed(range) || (n as f64) < SURPRISE * self.config.target_logs as f64 {
+            return;
+        }
+        let hits: u64 = self
+            .survey
+            .hits_in(range.start(), range.end())
+            .map(|(_, n)| n)
+            .sum();
+        if self.survey.estimate(hits) < SURPRISE * n as f64 {
+            let whole = BlockRange::new(range.start(), held.rest.end()).expect("held after range");
+            self.survey.distrust(whole);
         }
     }
 
@@ -201,6 +240,18 @@ impl Planner {
                 seen,
             },
         );
+    }
+
+    /// The node suggested `first`, the start of a refused range, as fitting its cap: `first` goes out whole,
+    /// and the rest (with whatever waited behind the refused range) waits for its answer as behind a probe
+    /// whose excess lies in the block right after it, the block that took the refused range over the cap
+    /// (the suggestion ends right before it). So the rest is cut by the span `first`'s answer taught; sent at
+    /// once, the rest of a range refused inside a burst was refused in its turn, once per suggestion. And a
+    /// block that holds most of the refused logs goes out alone: asked for with the rest, a block over the
+    /// cap cost one more refusal.
+    pub(super) fn take_suggestion(&mut self, first: BlockRange, rest: BlockRange) {
+        self.hold_behind(first, rest, rest.start(), self.span);
+        self.release_whole(first);
     }
 
     /// Releases `rest` as one range, never cut.

@@ -189,7 +189,7 @@ fn the_blocks_after_a_piece_cut_by_a_learned_span_wait_for_its_answer() {
 }
 
 #[test]
-fn uses_the_range_the_node_suggests_when_it_fits() {
+fn uses_the_range_the_node_suggests_and_cuts_the_rest_by_its_answer() {
     let mut planner = Planner::new(CONFIG, range(0, 99), []);
     let first = planner.next_range().unwrap();
     planner.report(
@@ -201,9 +201,37 @@ fn uses_the_range_the_node_suggests_when_it_fits() {
     assert_eq!(planner.next_range(), Some(range(0, 9)));
     assert_eq!(
         planner.next_range(),
-        Some(range(10, 19)),
-        "the rest goes out a learned span at a time"
+        None,
+        "the rest waits for the suggested range's answer"
     );
+    // 490 logs a block: the block after the suggestion holds few of the refused logs, and the rest goes out
+    // a span of that density at a time (60% of the target: 6 blocks), not whole to be refused again.
+    planner.report(range(0, 9), Outcome::Logs { n: 4_900 });
+    assert_eq!(planner.next_range(), Some(range(10, 15)));
+}
+
+/// A suggestion ends right before the block that took the refused range over the cap. When the suggested
+/// range holds few logs, that block holds the rest of the excess: it goes out alone, and a block over the
+/// cap costs one refusal, not two (with the blocks after it, then alone).
+#[test]
+fn the_block_that_took_a_suggested_range_over_the_cap_goes_out_alone() {
+    let mut planner = Planner::new(CONFIG, range(0, 99), []);
+    let first = planner.next_range().unwrap();
+    planner.report(
+        first,
+        Outcome::TooManyResults {
+            suggested: Some((0, 49)),
+        },
+    );
+    assert_eq!(planner.next_range(), Some(range(0, 49)));
+    planner.report(range(0, 49), Outcome::Logs { n: 50 });
+    assert_eq!(planner.next_range(), Some(range(50, 50)));
+    assert_eq!(planner.next_range(), None, "the blocks after it wait");
+    assert_eq!(
+        planner.report(range(50, 50), Outcome::TooManyResults { suggested: None }),
+        Verdict::SingleBlockOverflow
+    );
+    assert_eq!(planner.next_range().map(|r| r.start()), Some(51));
 }
 
 #[test]
@@ -424,6 +452,34 @@ fn a_range_the_survey_misjudged_splits_at_its_surveyed_midpoint_and_its_pieces_b
         rest.len() == span || rest.end() == next.end(),
         "{rest}, span {span}"
     );
+}
+
+/// A burst of a contract the probe does not see, met by a suggested range: the answer holds a hundred times
+/// what the survey put in its blocks, so the blocks behind it are cut by its density, not by the survey
+/// that put the whole refused range under the cap.
+#[test]
+fn an_answer_far_over_its_survey_estimate_has_the_blocks_behind_it_cut_by_its_density() {
+    let mut planner = surveying(range(0, 1_000_000));
+    let survey = planner.next_survey().unwrap();
+    // A probe hit every ten blocks: two logs a block at a 5% share.
+    let hits: Vec<u64> = (survey.range.start()..=survey.range.end())
+        .step_by(10)
+        .collect();
+    let next = next_range_surveying(&mut planner, survey, &hits);
+    assert!(next.len() > 1_000, "{next}: cut by the survey");
+    let start = next.start();
+    planner.report(
+        next,
+        Outcome::TooManyResults {
+            suggested: Some((start, start + 19)),
+        },
+    );
+    assert_eq!(planner.next_range(), Some(range(start, start + 19)));
+    // The survey put about 40 logs in these 20 blocks.
+    planner.report(range(start, start + 19), Outcome::Logs { n: 4_900 });
+    let rest = planner.next_range().unwrap();
+    assert_eq!(rest.start(), start + 20);
+    assert!(rest.len() < 20, "{rest}: cut by the survey, blind here");
 }
 
 #[test]
