@@ -295,12 +295,10 @@ impl Planner {
     pub fn expects_overflow(&self, range: BlockRange) -> bool {
         range.len() == 1
             && self.survey.covers(range.start())
-            && self.survey.estimate(
-                self.survey
-                    .hits_in(range.start(), range.start())
-                    .map(|(_, n)| n)
-                    .sum(),
-            ) > self.config.target_logs as f64 * OVERFLOW_MARGIN
+            && self
+                .survey
+                .estimate(self.survey.hits_within(BlockRange::single(range.start())))
+                > self.config.target_logs as f64 * OVERFLOW_MARGIN
     }
 
     /// Whether a survey covers every block of `range`, so that the planner had an estimate of its logs.
@@ -393,7 +391,7 @@ impl Planner {
             Outcome::TooManyResults { suggested } => {
                 // The surveyed midpoint still says where the logs are when the survey misjudged how many;
                 // the pieces are cut without it where the misjudgement was gross.
-                self.distrust_if_surprised(range);
+                self.distrust_if_surprised(range, self.config.target_logs as f64, range);
                 let midpoint = self.surveyed_midpoint(range);
                 let usable = suggested
                     .filter(|&(from, to)| from == range.start() && to < range.end() && to >= from);
@@ -468,20 +466,16 @@ impl Planner {
         }
     }
 
-    /// Distrusts the survey over `range` when it put the refused range far under the cap: the probe's share
-    /// does not hold there, and cutting by its hits would have the pieces refused again and again (a burst
-    /// of a contract the probe does not see took 16 refusals on the `bursts` preset).
-    fn distrust_if_surprised(&mut self, range: BlockRange) {
-        if !(self.survey.covers(range.start()) && self.survey.covers(range.end())) {
-            return;
-        }
-        let hits: u64 = self
-            .survey
-            .hits_in(range.start(), range.end())
-            .map(|(_, n)| n)
-            .sum();
-        if self.survey.estimate(hits) < SURPRISE * self.config.target_logs as f64 {
-            self.survey.distrust(range);
+    /// Distrusts the survey over `distrusted` when it put the surveyed `measured` far under the `logs` the
+    /// node showed it holds (a refusal: more than the cap; an answer: its count). The probe's share does not
+    /// hold there, and cutting by its hits would have the pieces refused again and again (a burst of a
+    /// contract the probe does not see took 16 refusals on the `bursts` preset).
+    fn distrust_if_surprised(&mut self, measured: BlockRange, logs: f64, distrusted: BlockRange) {
+        if self.survey.covers(measured.start())
+            && self.survey.covers(measured.end())
+            && self.survey.estimate(self.survey.hits_within(measured)) < SURPRISE * logs
+        {
+            self.survey.distrust(distrusted);
         }
     }
 
@@ -491,11 +485,7 @@ impl Planner {
         if !(self.survey.covers(range.start()) && self.survey.covers(range.end())) {
             return None;
         }
-        let total: u64 = self
-            .survey
-            .hits_in(range.start(), range.end())
-            .map(|(_, n)| n)
-            .sum();
+        let total = self.survey.hits_within(range);
         if total == 0 {
             return None;
         }

@@ -102,15 +102,8 @@ impl Planner {
         if !self.surveyed(range) || (n as f64) < SURPRISE * self.config.target_logs as f64 {
             return;
         }
-        let hits: u64 = self
-            .survey
-            .hits_in(range.start(), range.end())
-            .map(|(_, n)| n)
-            .sum();
-        if self.survey.estimate(hits) < SURPRISE * n as f64 {
-            let whole = BlockRange::new(range.start(), held.rest.end()).expect("held after range");
-            self.survey.distrust(whole);
-        }
+        let whole = BlockRange::new(range.start(), held.rest.end()).expect("held after range");
+        self.distrust_if_surprised(range, n as f64, whole);
     }
 
     /// The probe `range` was answered with `n` logs: narrows further or releases the rest.

@@ -294,6 +294,13 @@ impl Survey {
             .map_or(f64::INFINITY, |share| hits as f64 / share)
     }
 
+    /// Probe hits in `range`, all told.
+    pub(super) fn hits_within(&self, range: BlockRange) -> u64 {
+        self.hits_in(range.start(), range.end())
+            .map(|(_, n)| n)
+            .sum()
+    }
+
     /// Probe hits per block in `from..=to`, in block order.
     pub(super) fn hits_in(
         &self,
