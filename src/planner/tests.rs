@@ -188,16 +188,22 @@ fn the_blocks_after_a_piece_cut_by_a_learned_span_wait_for_its_answer() {
     assert_eq!(after, range(piece.end() + 1, refused.end()));
 }
 
-#[test]
-fn uses_the_range_the_node_suggests_and_cuts_the_rest_by_its_answer() {
+/// A planner of blocks 0 to 99 whose first range, all of them, the node refused suggesting `suggested`.
+fn refused_suggesting(suggested: (u64, u64)) -> Planner {
     let mut planner = Planner::new(CONFIG, range(0, 99), []);
     let first = planner.next_range().unwrap();
     planner.report(
         first,
         Outcome::TooManyResults {
-            suggested: Some((0, 9)),
+            suggested: Some(suggested),
         },
     );
+    planner
+}
+
+#[test]
+fn uses_the_range_the_node_suggests_and_cuts_the_rest_by_its_answer() {
+    let mut planner = refused_suggesting((0, 9));
     assert_eq!(planner.next_range(), Some(range(0, 9)));
     assert_eq!(
         planner.next_range(),
@@ -215,14 +221,7 @@ fn uses_the_range_the_node_suggests_and_cuts_the_rest_by_its_answer() {
 /// cap costs one refusal, not two (with the blocks after it, then alone).
 #[test]
 fn the_block_that_took_a_suggested_range_over_the_cap_goes_out_alone() {
-    let mut planner = Planner::new(CONFIG, range(0, 99), []);
-    let first = planner.next_range().unwrap();
-    planner.report(
-        first,
-        Outcome::TooManyResults {
-            suggested: Some((0, 49)),
-        },
-    );
+    let mut planner = refused_suggesting((0, 49));
     assert_eq!(planner.next_range(), Some(range(0, 49)));
     planner.report(range(0, 49), Outcome::Logs { n: 50 });
     assert_eq!(planner.next_range(), Some(range(50, 50)));
@@ -237,14 +236,7 @@ fn the_block_that_took_a_suggested_range_over_the_cap_goes_out_alone() {
 #[test]
 fn ignores_a_suggestion_that_is_inverted_or_outside_the_range() {
     for bad in [(5, 2), (1, 9), (0, 99), (0, 500)] {
-        let mut planner = Planner::new(CONFIG, range(0, 99), []);
-        let first = planner.next_range().unwrap();
-        planner.report(
-            first,
-            Outcome::TooManyResults {
-                suggested: Some(bad),
-            },
-        );
+        let mut planner = refused_suggesting(bad);
         assert_eq!(planner.next_range(), Some(range(0, 49)), "{bad:?}");
     }
 }
