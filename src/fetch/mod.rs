@@ -35,7 +35,7 @@ pub use wide::ADDRESSES_PER_REQUEST;
 #[cfg(test)]
 mod simulation;
 
-use crate::planner::{Outcome, Planner, SurveyRequest, Verdict};
+use crate::planner::{Outcome, Planner, SurveyRequest, Tail, Verdict};
 use crate::primitives::{BlockNumber, BlockRange, Log};
 use crate::rpc::{self, Blocks, Class, Client, LogFilter, SplitReason};
 
@@ -401,6 +401,10 @@ pub async fn run(
                         if range.start() >= planner.sampling_start() {
                             let counts = probe_counts(&probes, &fetched.logs);
                             planner.observe_mix(range, load, &counts);
+                        }
+                        let blocks = fetched.logs.iter().map(|log| log.block_number).collect();
+                        if let Some(tail) = Tail::of(range, blocks) {
+                            planner.observe_tail(range, tail);
                         }
                         Outcome::Logs { n: load }
                     }

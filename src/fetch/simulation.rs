@@ -11,7 +11,7 @@ use alloy_primitives::{Address, B256};
 
 use super::{probes, Group, Probe, Selection};
 use crate::devnode::{contracts, DevNodeConfig, GroundTruth};
-use crate::planner::{Outcome, Planner, PlannerConfig, SurveyRequest, Verdict};
+use crate::planner::{Outcome, Planner, PlannerConfig, SurveyRequest, Tail, Verdict};
 use crate::primitives::{BlockNumber, BlockRange};
 
 const CAP: u64 = 10_000;
@@ -262,6 +262,13 @@ fn simulate(chain: &Chain, config: PlannerConfig, head: BlockNumber, node: Node)
                     })
                     .collect();
                 planner.observe_mix(range, n, &counts);
+                let blocks = chain
+                    .matching(range, &group.addresses, group.topic0.as_deref())
+                    .flat_map(|(block, n)| std::iter::repeat_n(block, n as usize))
+                    .collect();
+                if let Some(tail) = Tail::of(range, blocks) {
+                    planner.observe_tail(range, tail);
+                }
                 assert_eq!(planner.report(range, Outcome::Logs { n }), Verdict::Done);
             }
         }
@@ -368,7 +375,7 @@ fn presets_shaped_like_real_chains_stay_within_their_measured_ratios() {
     assert_within_ceilings(
         &[
             ("overcap", 3.25),
-            ("bursts", 3.4),
+            ("bursts", 3.1),
             ("growth", 1.35),
             ("hot", 1.32),
             ("huge_runs", 1.3),
@@ -403,6 +410,9 @@ fn assert_within_ceilings(presets: &[(&str, f64)], node: Node) {
 /// crossed, so the ratios are lower than the plain node's. Each is held to what it reaches now. Before the
 /// rest of a refused range waited for the suggested range's answer (`Planner::take_suggestion`), bursts
 /// took 139 requests (2.67x) and overcap 171 (1.86x): each rest went out whole and was refused in its turn.
+/// Before the range after an answer was cut by the density of the answer's tail (`planner::Tail`), bursts
+/// took 109 (2.10x) here and 173 (3.33x) against the plain node: a suggested range ending a few dozen blocks
+/// into a burst put the next range hundreds of blocks deep into it.
 #[test]
 fn with_a_node_that_suggests_ranges_presets_stay_within_their_measured_ratios() {
     assert_within_ceilings(
@@ -410,7 +420,7 @@ fn with_a_node_that_suggests_ranges_presets_stay_within_their_measured_ratios() 
             ("default", 1.3),
             ("sparse", 1.3),
             ("overcap", 1.6),
-            ("bursts", 2.15),
+            ("bursts", 2.05),
             ("growth", 1.32),
             ("hot", 1.23),
             ("huge_runs", 1.3),

@@ -32,13 +32,51 @@ const MISS_ALPHA: f64 = 0.2;
 /// an answer: `bursts` 4 and 7 requests fewer, `growth` 3 more, sparse seeds up to 4 more.)
 const MAX_GROWTH: u64 = 8;
 
+/// A tail holding fewer logs than this says too little to foretell with: the whole answer does.
+const MIN_TAIL_LOGS: u64 = 64;
+/// The tail's density replaces the whole answer's only where it differs from it by more than this factor
+/// (a burst beginning or ending in the answer): elsewhere it holds half the logs, so it errs more.
+const TAIL_CHANGE: f64 = 2.0;
+
 /// What one answer taught about the blocks after it.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Learned {
     /// The span it suggests for the range after it.
     span: u64,
-    /// Its logs per block.
+    /// The logs per block it foretells for the range after it.
     density: f64,
+}
+
+/// The last blocks of an answer that hold half its logs: from the block of its middle log to its end.
+/// For the range right after the answer they foretell better than the whole answer: a range that ends a
+/// few dozen blocks into a burst holds thousands of quiet blocks too, and its average put the next range
+/// hundreds of blocks deep into the burst, refused (`bursts`, docs/BENCHMARKS.md).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Tail {
+    /// The blocks, up to the answer's end.
+    blocks: u64,
+    /// The share of the answer's logs they hold.
+    share: f64,
+}
+
+impl Tail {
+    /// The tail of an answer for `range` whose logs lie in `blocks` (one entry per log, in any order);
+    /// `None` when the answer holds too few logs to say.
+    pub fn of(range: BlockRange, mut blocks: Vec<BlockNumber>) -> Option<Self> {
+        let n = blocks.len();
+        if (n as u64) < 2 * MIN_TAIL_LOGS {
+            return None;
+        }
+        let (_, &mut middle, _) = blocks.select_nth_unstable(n / 2);
+        if !range.contains(middle) {
+            return None;
+        }
+        let logs = blocks.iter().filter(|&&b| b >= middle).count();
+        Some(Self {
+            blocks: range.end() - middle + 1,
+            share: logs as f64 / n as f64,
+        })
+    }
 }
 
 /// The fraction of the target to aim at when a density that misses by `miss` foretells a range.
@@ -47,11 +85,29 @@ fn aim_of(miss: f64) -> f64 {
 }
 
 impl Planner {
+    /// The answer about to be reported for `range` ends with `tail`: the range right after it is cut by
+    /// the tail's density, not the whole answer's.
+    pub fn observe_tail(&mut self, range: BlockRange, tail: Tail) {
+        self.tail = Some((range, tail));
+    }
+
     /// Learns from an answer of `n` logs for `range`: the running span and miss, and the span for the range
-    /// right after it, aimed by how well the answer before it (when there is one) foretold this one.
+    /// right after it, aimed by how well the answer before it (when there is one) foretold this one and
+    /// cut by the density of the answer's tail where [`Self::observe_tail`] gave one.
     /// Either span shrinks at once where logs are dense and grows at most [`MAX_GROWTH`] times the range.
     pub(super) fn learn_density(&mut self, range: BlockRange, n: u64) {
         let density = n as f64 / range.len() as f64;
+        let ahead = match self.tail.take() {
+            Some((of, tail)) if of == range && range.len() > 1 => {
+                let ahead = n as f64 * tail.share / tail.blocks as f64;
+                if (ahead / density).ln().abs() > TAIL_CHANGE.ln() {
+                    ahead
+                } else {
+                    density
+                }
+            }
+            _ => density,
+        };
         let miss_of = |foretold: f64| {
             let foretold = foretold * range.len() as f64;
             ((n as f64 + 1.0) / (foretold + 1.0)).ln().abs()
@@ -63,18 +119,24 @@ impl Planner {
         let local_miss = self
             .learned_before(range.start())
             .map_or(self.miss, |before| miss_of(before.density));
-        let ideal = |miss: f64| {
+        let ideal = |miss: f64, density: f64| {
             let aim = (self.config.target_logs as f64 * aim_of(miss)).max(1.0);
-            if n == 0 {
+            if density <= 0.0 {
                 u64::MAX
             } else {
-                (range.len() as f64 * aim / n as f64).min(u64::MAX as f64) as u64
+                (aim / density).min(u64::MAX as f64) as u64
             }
         };
         let growth = range.len().saturating_mul(MAX_GROWTH);
-        self.span = self.clamp(ideal(self.miss).min(growth.max(self.span)));
-        let span = self.clamp(ideal(local_miss).min(growth));
-        self.local.insert(range.end(), Learned { span, density });
+        self.span = self.clamp(ideal(self.miss, density).min(growth.max(self.span)));
+        let span = self.clamp(ideal(local_miss, ahead).min(growth));
+        self.local.insert(
+            range.end(),
+            Learned {
+                span,
+                density: ahead,
+            },
+        );
     }
 
     /// The span of a range starting at `start` where no survey covers it: the one learned from the answer
@@ -100,5 +162,82 @@ impl Planner {
     /// Forgets what answers below `block` taught, but for the one right before it.
     pub(super) fn forget_learned_below(&mut self, block: BlockNumber) {
         self.local = self.local.split_off(&block.saturating_sub(1));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::planner::{Outcome, PlannerConfig};
+
+    const CONFIG: PlannerConfig = PlannerConfig {
+        initial_span: 100,
+        max_span: 10_000,
+        target_logs: 5000,
+    };
+
+    fn range(a: u64, b: u64) -> BlockRange {
+        BlockRange::new(a, b).unwrap()
+    }
+
+    /// `per_block` logs in each block of `blocks`.
+    fn logs_in(blocks: BlockRange, per_block: usize) -> Vec<BlockNumber> {
+        (blocks.start()..=blocks.end())
+            .flat_map(|b| std::iter::repeat_n(b, per_block))
+            .collect()
+    }
+
+    #[test]
+    fn a_tail_holds_half_the_logs_up_to_the_answers_end() {
+        let even = Tail::of(range(0, 99), logs_in(range(0, 99), 10)).unwrap();
+        assert_eq!(even.blocks, 50);
+        assert!((even.share - 0.5).abs() < 0.01, "{even:?}");
+        // A burst in the last 20 blocks: the tail lies in it, whatever order the logs came in.
+        let mut burst = logs_in(range(0, 79), 1);
+        burst.extend(logs_in(range(80, 99), 150));
+        burst.reverse();
+        let tail = Tail::of(range(0, 99), burst).unwrap();
+        assert_eq!(tail.blocks, 11, "from the block of log 1,540 of 3,080");
+        assert!(tail.share >= 0.5, "{tail:?}");
+        assert_eq!(Tail::of(range(0, 99), logs_in(range(0, 99), 1)), None);
+    }
+
+    /// The next range after an answer for blocks 0-99 of `n` logs whose tail is `tail`, if given.
+    fn next_after(n: u64, tail: Option<Vec<BlockNumber>>) -> BlockRange {
+        let mut planner = Planner::new(CONFIG, range(0, 1_000_000), []);
+        let first = planner.next_range().unwrap();
+        assert_eq!(first, range(0, 99));
+        if let Some(tail) = tail.and_then(|blocks| Tail::of(first, blocks)) {
+            planner.observe_tail(first, tail);
+        }
+        planner.report(first, Outcome::Logs { n });
+        planner.next_range().unwrap()
+    }
+
+    /// A burst that begins in the last blocks of an answer: the next range is cut by the burst's density,
+    /// not by the answer's average, which put it five times too deep into the burst.
+    #[test]
+    fn the_range_after_an_answer_ending_in_a_burst_is_cut_by_the_bursts_density() {
+        let mut blocks = logs_in(range(0, 79), 1);
+        blocks.extend(logs_in(range(80, 99), 146));
+        let n = blocks.len() as u64;
+        assert_eq!(n, 3_000);
+        let averaged = next_after(n, None);
+        assert_eq!(averaged.len(), 101, "0.606 of 5,000 logs at 30 a block");
+        let by_tail = next_after(n, Some(blocks));
+        assert!(
+            by_tail.len() * 146 <= 5000,
+            "{by_tail}: over the target at the burst's density"
+        );
+    }
+
+    /// Where the tail is about as dense as the whole answer, it holds half the logs and errs more: the
+    /// whole answer cuts the next range.
+    #[test]
+    fn an_even_answer_cuts_the_next_range_by_its_average() {
+        let mut blocks = logs_in(range(0, 49), 25);
+        blocks.extend(logs_in(range(50, 99), 35));
+        let n = blocks.len() as u64;
+        assert_eq!(next_after(n, Some(blocks)), next_after(n, None));
     }
 }

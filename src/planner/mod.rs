@@ -26,6 +26,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::primitives::{BlockNumber, BlockRange};
 
+pub use learning::Tail;
 use learning::{Learned, INITIAL_MISS};
 use narrowing::Held;
 use survey::Survey;
@@ -155,6 +156,8 @@ pub struct Planner {
     /// What the answer for the range ending at each key taught: a range starting right after it is cut by
     /// that rather than by `span`, which the answers of stretches far away also move (see [`learning`]).
     local: BTreeMap<BlockNumber, Learned>,
+    /// The tail of the answer about to be reported (see [`Planner::observe_tail`]).
+    tail: Option<(BlockRange, Tail)>,
     /// A hard span limit the node stated (`RangeTooWide`).
     node_cap: Option<u64>,
     /// Logs per block of the last answer, and the running miss of such a density as a forecast of the
@@ -200,6 +203,7 @@ impl Planner {
             held: BTreeMap::new(),
             span: config.initial_span,
             local: BTreeMap::new(),
+            tail: None,
             node_cap: None,
             density: None,
             miss: INITIAL_MISS,
