@@ -1,6 +1,7 @@
 //! Integration tests: one binary, a module per feature (linked once on a 2-core CI).
 
 mod anon;
+mod anvil;
 mod devnode;
 mod devnode_factory;
 mod devnode_limits;
