@@ -168,17 +168,8 @@ impl Planner {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::planner::{Outcome, PlannerConfig};
-
-    const CONFIG: PlannerConfig = PlannerConfig {
-        initial_span: 100,
-        max_span: 10_000,
-        target_logs: 5000,
-    };
-
-    fn range(a: u64, b: u64) -> BlockRange {
-        BlockRange::new(a, b).unwrap()
-    }
+    use crate::planner::tests::{range, CONFIG};
+    use crate::planner::Outcome;
 
     /// `per_block` logs in each block of `blocks`.
     fn logs_in(blocks: BlockRange, per_block: usize) -> Vec<BlockNumber> {

@@ -1,13 +1,13 @@
 use super::*;
 use proptest::prelude::*;
 
-const CONFIG: PlannerConfig = PlannerConfig {
+pub(super) const CONFIG: PlannerConfig = PlannerConfig {
     initial_span: 100,
     max_span: 10_000,
     target_logs: 5000,
 };
 
-fn range(a: u64, b: u64) -> BlockRange {
+pub(super) fn range(a: u64, b: u64) -> BlockRange {
     BlockRange::new(a, b).unwrap()
 }
 
