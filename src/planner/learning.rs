@@ -86,7 +86,7 @@ fn aim_of(miss: f64) -> f64 {
 
 impl Planner {
     /// The answer about to be reported for `range` ends with `tail`: the range right after it is cut by
-    /// the tail's density, not the whole answer's.
+    /// the tail's density where that differs from the whole answer's by more than `TAIL_CHANGE` (2x).
     pub fn observe_tail(&mut self, range: BlockRange, tail: Tail) {
         self.tail = Some((range, tail));
     }
