@@ -375,7 +375,7 @@ fn presets_shaped_like_real_chains_stay_within_their_measured_ratios() {
     assert_within_ceilings(
         &[
             ("overcap", 3.25),
-            ("bursts", 3.1),
+            ("bursts", 3.0),
             ("growth", 1.35),
             ("hot", 1.32),
             ("huge_runs", 1.3),
@@ -412,7 +412,8 @@ fn assert_within_ceilings(presets: &[(&str, f64)], node: Node) {
 /// took 139 requests (2.67x) and overcap 171 (1.86x): each rest went out whole and was refused in its turn.
 /// Before the range after an answer was cut by the density of the answer's tail (`planner::Tail`), bursts
 /// took 109 (2.10x) here and 173 (3.33x) against the plain node: a suggested range ending a few dozen blocks
-/// into a burst put the next range hundreds of blocks deep into it.
+/// into a burst put the next range hundreds of blocks deep into it; 105 and 159 before that forecast was
+/// aimed with a miss of its own (`planner::learning::TAIL_MISS`).
 #[test]
 fn with_a_node_that_suggests_ranges_presets_stay_within_their_measured_ratios() {
     assert_within_ceilings(
@@ -420,7 +421,7 @@ fn with_a_node_that_suggests_ranges_presets_stay_within_their_measured_ratios() 
             ("default", 1.3),
             ("sparse", 1.3),
             ("overcap", 1.6),
-            ("bursts", 2.05),
+            ("bursts", 2.0),
             ("growth", 1.32),
             ("hot", 1.23),
             ("huge_runs", 1.3),
