@@ -20,7 +20,7 @@ use logslice::pipeline::Target;
 use serde_json::{json, Value};
 
 use crate::both_backends;
-use crate::support::{self, query_texts, Backend, Contract, Workdir};
+use crate::support::{self, int_text, query_texts, stamped_raw_rows, Backend, Contract, Workdir};
 
 const ANVIL_PACKAGE: &str = "@foundry-rs/anvil-linux-amd64@1.7.1";
 const ANVIL_DIR: &str = "target/tools/anvil-1.7.1";
@@ -231,14 +231,6 @@ async fn build_chain(anvil: &Anvil) -> [Address; 3] {
     contracts
 }
 
-/// Text of an integer column, per backend.
-fn int(backend: Backend, column: &str) -> String {
-    match backend {
-        Backend::Sqlite => format!("CAST({column} AS TEXT)"),
-        Backend::Postgres => format!("{column}::text"),
-    }
-}
-
 /// Goal: against a real node, whose log objects carry fields the spec does not show, the raw `logs` table
 /// and the typed `Transfer` tables equal the node's own `eth_getLogs` answer and block headers, row by row
 /// and value by value, and nothing of an unconfigured contract is stored. Method: the chain above, `sync
@@ -301,19 +293,7 @@ async fn a_sync_against_anvil_equals_its_logs(backend: Backend) {
     }
 
     let text = |v: &Value| v.as_str().expect("a string").to_lowercase();
-    let rows = query_texts(
-        &work,
-        &format!(
-            "SELECT {}, block_hash, transaction_hash, {}, {}, address, coalesce(topic0, ''), \
-             coalesce(topic1, ''), coalesce(topic2, ''), coalesce(topic3, ''), data, {} \
-             FROM logs ORDER BY logs.block_number, logs.log_index",
-            int(backend, "block_number"),
-            int(backend, "transaction_index"),
-            int(backend, "log_index"),
-            int(backend, "block_timestamp"),
-        ),
-    )
-    .await;
+    let rows = stamped_raw_rows(&work).await;
     assert_eq!(rows.len(), logs.len(), "raw rows against eth_getLogs");
     for (row, log) in rows.iter().zip(&logs) {
         let topics = log["topics"].as_array().expect("topics");
@@ -341,9 +321,9 @@ async fn a_sync_against_anvil_equals_its_logs(backend: Backend) {
             &format!(
                 "SELECT {}, block_hash, transaction_hash, {}, address, {}, from_, to_, {} \
                  FROM {name}_transfer AS t ORDER BY t.block_number, t.log_index",
-                int(backend, "block_number"),
-                int(backend, "log_index"),
-                int(backend, "block_timestamp"),
+                int_text(backend, "block_number"),
+                int_text(backend, "log_index"),
+                int_text(backend, "block_timestamp"),
                 match backend {
                     Backend::Sqlite => "value".to_string(),
                     Backend::Postgres => "value::text".to_string(),
@@ -378,7 +358,7 @@ async fn a_sync_against_anvil_equals_its_logs(backend: Backend) {
         &work,
         &format!(
             "SELECT {} FROM token_a_approval",
-            int(backend, "block_number")
+            int_text(backend, "block_number")
         ),
     )
     .await;

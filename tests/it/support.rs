@@ -321,6 +321,41 @@ pub fn expected_logs(
     out
 }
 
+/// `column` (an integer, or a Postgres numeric) as decimal text.
+pub fn int_text(backend: Backend, column: &str) -> String {
+    match backend {
+        Backend::Sqlite => format!("CAST({column} AS TEXT)"),
+        Backend::Postgres => format!("{column}::text"),
+    }
+}
+
+/// Every raw row in log order as text: block number, block hash, transaction hash and index, log index,
+/// address, four topics (empty when absent), data, and the block timestamp (`NULL` when absent) when
+/// `stamped`.
+async fn raw_rows(db: &mut Reader, stamped: bool) -> Vec<Vec<String>> {
+    let backend = db.backend();
+    let int = |c: &str| int_text(backend, c);
+    db.texts(&format!(
+        "SELECT {}, block_hash, transaction_hash, {}, {}, address, coalesce(topic0, ''), coalesce(topic1, ''), \
+         coalesce(topic2, ''), coalesce(topic3, ''), data{} FROM logs ORDER BY logs.block_number, logs.log_index",
+        int("block_number"),
+        int("transaction_index"),
+        int("log_index"),
+        if stamped {
+            format!(", coalesce({}, 'NULL')", int("block_timestamp"))
+        } else {
+            String::new()
+        }
+    ))
+    .await
+}
+
+/// [`raw_rows`] of the test's database, with the block timestamp.
+pub async fn stamped_raw_rows(work: &Workdir) -> Vec<Vec<String>> {
+    let mut db = work.reader().await.expect("open the database");
+    raw_rows(&mut db, true).await
+}
+
 fn hx(bytes: impl AsRef<[u8]>) -> String {
     hex::encode_prefixed(bytes)
 }
@@ -354,10 +389,6 @@ pub async fn assert_db_holds(
 
     // Raw rows; with `block_timestamp` (block_timestamps = true, the default), each row's equals its block
     // header's in the node.
-    let int = |c: &str| match backend {
-        Backend::Sqlite => format!("CAST({c} AS TEXT)"),
-        Backend::Postgres => format!("{c}::text"),
-    };
     let stamped = db
         .columns("logs")
         .await
@@ -380,20 +411,7 @@ pub async fn assert_db_holds(
         Default::default()
     };
     let timestamp_of = |block: u64| timestamps[&block].clone();
-    let rows = db
-        .texts(&format!(
-            "SELECT {}, block_hash, transaction_hash, {}, {}, address, coalesce(topic0, ''), coalesce(topic1, ''), \
-             coalesce(topic2, ''), coalesce(topic3, ''), data{} FROM logs ORDER BY logs.block_number, logs.log_index",
-            int("block_number"),
-            int("transaction_index"),
-            int("log_index"),
-            if stamped {
-                format!(", coalesce({}, 'NULL')", int("block_timestamp"))
-            } else {
-                String::new()
-            }
-        ))
-        .await;
+    let rows = raw_rows(&mut db, stamped).await;
     assert_eq!(
         rows.len(),
         expected.len(),
