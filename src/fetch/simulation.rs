@@ -413,7 +413,10 @@ fn assert_within_ceilings(presets: &[(&str, f64)], node: Node) {
 /// Before the range after an answer was cut by the density of the answer's tail (`planner::Tail`), bursts
 /// took 109 (2.10x) here and 173 (3.33x) against the plain node: a suggested range ending a few dozen blocks
 /// into a burst put the next range hundreds of blocks deep into it; 105 and 159 before that forecast was
-/// aimed with a miss of its own (`planner::learning::TAIL_MISS`).
+/// aimed with a miss of its own (`planner::learning::TAIL_MISS`). Before the span after an answer grew past
+/// eight times the answer here and a burst ending inside an answer was seen in its last quarter
+/// (`planner::learning`, `Planner::suggests`), bursts took 102 (1.96x): the quiet blocks after each burst
+/// went out in ranges of a few hundred blocks.
 #[test]
 fn with_a_node_that_suggests_ranges_presets_stay_within_their_measured_ratios() {
     assert_within_ceilings(
@@ -421,7 +424,7 @@ fn with_a_node_that_suggests_ranges_presets_stay_within_their_measured_ratios() 
             ("default", 1.3),
             ("sparse", 1.3),
             ("overcap", 1.6),
-            ("bursts", 2.0),
+            ("bursts", 1.7),
             ("growth", 1.32),
             ("hot", 1.23),
             ("huge_runs", 1.3),

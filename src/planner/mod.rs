@@ -160,6 +160,9 @@ pub struct Planner {
     tail: Option<(BlockRange, Tail)>,
     /// A hard span limit the node stated (`RangeTooWide`).
     node_cap: Option<u64>,
+    /// True once the node suggested a usable range with a refusal: an overshoot then costs one request,
+    /// so the span after an answer may grow further (see [`learning`]).
+    suggests: bool,
     /// Logs per block of the last answer, and the running miss of such a density as a forecast of the
     /// next answer (see `MAX_LEARNED_AIM`).
     density: Option<f64>,
@@ -204,6 +207,7 @@ impl Planner {
             span: config.initial_span,
             local: BTreeMap::new(),
             tail: None,
+            suggests: false,
             node_cap: None,
             density: None,
             miss: INITIAL_MISS,
@@ -415,6 +419,7 @@ impl Planner {
                             keep_longest(&mut self.spots_due, range);
                         }
                         if usable.is_some() {
+                            self.suggests = true;
                             // A suggested range fits the node's cap: the node knows the density better than
                             // we do. What follows waits for its answer, which says how dense it is.
                             self.take_suggestion(first, rest);
