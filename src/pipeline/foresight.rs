@@ -21,6 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
 use crate::fetch::{self, Fetched, Group, Selection};
+use crate::planner::Planner;
 use crate::primitives::BlockRange;
 
 use super::{Error, Job, Node};
@@ -53,7 +54,7 @@ impl Job {
         let fetching = fetch::run(
             node.client.clone(),
             node.gate.clone(),
-            super::job::span_planner(config, plan),
+            announcing_planner(config, plan),
             select,
             tx,
             cancel.child_token(),
@@ -90,4 +91,15 @@ impl Job {
             pairs: Vec::new(),
         }
     }
+}
+
+/// The planner of the reading ahead: its first range is the longest `[sync]` allows (`max_block_range`), not
+/// `initial_block_range`. The announcing event of a few factory addresses is sparse, so the short first
+/// range and its eightfold growth only cost requests (on a 40,001-block factory chain: 2,000 blocks, then
+/// 16,000, then the rest, three requests for 300 logs); where it is dense, the refusal is split like any
+/// other.
+fn announcing_planner(config: &Config, plan: BlockRange) -> Planner {
+    let mut limits = super::job::planner_config(config);
+    limits.initial_span = limits.max_span;
+    Planner::new(limits, plan, std::iter::once(plan.start()))
 }

@@ -458,3 +458,20 @@ async fn a_block_of_pair_logs_over_the_cap_is_read_by_addresses(backend: Backend
     );
 }
 both_backends!(a_block_of_pair_logs_over_the_cap_is_read_by_addresses);
+
+/// Goal: the children are read ahead in ranges of `max_block_range` from the first: the announcing event of a
+/// few factory addresses is sparse, and ramping up from `initial_block_range` (2,000, then 16,000, then the
+/// rest) cost two requests more on every run. Method: 300 pairs over 40,000 blocks and no block over the
+/// cap, the factory and its pairs only, one request at a time: the reading ahead is one request (the plan is
+/// under `max_block_range`), so the sync takes 13 `eth_getLogs` (15 with the ramp); the database must equal
+/// the truth.
+async fn children_are_read_ahead_in_the_longest_ranges(backend: Backend) {
+    let report =
+        sync_pairs_one_request_at_a_time(backend, factory_chain(40_000, 300), 39_990).await;
+    assert!(
+        report.log_requests <= 13,
+        "{} eth_getLogs requests: the reading ahead ramped up from initial_block_range?",
+        report.log_requests
+    );
+}
+both_backends!(children_are_read_ahead_in_the_longest_ranges);
