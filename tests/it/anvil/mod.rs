@@ -13,6 +13,8 @@
 
 mod chain;
 
+use std::collections::HashMap;
+
 use alloy_primitives::{Address, U256};
 use logslice::pipeline::Target;
 use serde_json::{json, Value};
@@ -43,16 +45,23 @@ fn configured(transfers: &Transfers) -> [Contract; 2] {
     ]
 }
 
+/// What anvil served for the configured contracts: its `eth_getLogs` answer, and the timestamp (decimal
+/// text) of each block holding one of those logs, by its `blockNumber` as anvil wrote it.
+struct Served {
+    logs: Vec<Value>,
+    timestamps: HashMap<String, String>,
+}
+
 /// Asserts that `logs` and the typed `Transfer` tables of `contracts` hold exactly what anvil's own
 /// `eth_getLogs` serves for them up to block `to`, with each block's timestamp from its header; returns
-/// how many logs that is.
+/// what anvil served.
 async fn assert_db_equals_anvil(
     anvil: &Anvil,
     work: &Workdir,
     backend: Backend,
     contracts: &[Contract],
     to: u64,
-) -> usize {
+) -> Served {
     let addresses: Vec<Address> = contracts.iter().map(|c| c.address).collect();
     let logs = anvil
         .rpc(
@@ -61,7 +70,7 @@ async fn assert_db_equals_anvil(
         )
         .await;
     let logs = logs.as_array().expect("a list of logs").clone();
-    let mut timestamps = std::collections::HashMap::new();
+    let mut timestamps = HashMap::new();
     for log in &logs {
         let number = log["blockNumber"]
             .as_str()
@@ -138,7 +147,7 @@ async fn assert_db_equals_anvil(
         assert!(!wanted.is_empty(), "{name} emitted transfers");
         assert_eq!(rows, wanted, "{name}_transfer against eth_getLogs");
     }
-    logs.len()
+    Served { logs, timestamps }
 }
 
 /// Goal: against a real node, whose log objects carry fields the spec does not show, the raw `logs` table
@@ -155,7 +164,10 @@ async fn a_sync_against_anvil_equals_its_logs(backend: Backend) {
         .await
         .expect("sync against anvil");
 
-    let stored = assert_db_equals_anvil(&anvil, &work, backend, &contracts, report.target).await;
+    let stored = assert_db_equals_anvil(&anvil, &work, backend, &contracts, report.target)
+        .await
+        .logs
+        .len();
     let unconfigured = anvil
         .rpc(
             "eth_getLogs",
@@ -240,42 +252,32 @@ async fn transactions_against_anvil_equal_its_transactions_and_receipts(backend:
     let report = support::sync(&config, Target::Latest)
         .await
         .expect("sync against anvil");
-    assert_db_equals_anvil(&anvil, &work, backend, &contracts, report.target).await;
+    let served = assert_db_equals_anvil(&anvil, &work, backend, &contracts, report.target).await;
 
-    let addresses: Vec<Address> = contracts.iter().map(|c| c.address).collect();
-    let logs = anvil
-        .rpc(
-            "eth_getLogs",
-            json!([{"fromBlock": "0x0", "toBlock": hexnum(report.target), "address": addresses}]),
-        )
-        .await;
-    let mut hashes: Vec<&str> = logs
-        .as_array()
-        .expect("a list of logs")
+    let mut hashes: Vec<&str> = served
+        .logs
         .iter()
         .map(|log| log["transactionHash"].as_str().expect("a hash"))
         .collect();
     hashes.dedup();
+    let text = |v: &Value| v.as_str().map_or("NULL".to_string(), str::to_lowercase);
+    let big = |v: &Value| match v.as_str() {
+        Some(hex) => hex.parse::<U256>().expect("a quantity").to_string(),
+        None => "NULL".to_string(),
+    };
     let mut wanted = Vec::new();
     let mut types = std::collections::BTreeSet::new();
     for hash in hashes {
         let tx = anvil.rpc("eth_getTransactionByHash", json!([hash])).await;
         let receipt = anvil.rpc("eth_getTransactionReceipt", json!([hash])).await;
-        let header = anvil
-            .rpc("eth_getBlockByNumber", json!([tx["blockNumber"], false]))
-            .await;
-        let text = |v: &Value| v.as_str().map_or("NULL".to_string(), str::to_lowercase);
-        let big = |v: &Value| match v.as_str() {
-            Some(hex) => hex.parse::<U256>().expect("a quantity").to_string(),
-            None => "NULL".to_string(),
-        };
+        let block = tx["blockNumber"].as_str().expect("blockNumber");
         types.insert(quantity(&tx["type"]));
         wanted.push(vec![
             quantity(&tx["blockNumber"]),
             quantity(&tx["transactionIndex"]),
             text(&tx["hash"]),
             text(&tx["blockHash"]),
-            quantity(&header["timestamp"]),
+            served.timestamps[block].clone(),
             text(&tx["from"]),
             text(&tx["to"]),
             big(&tx["value"]),
