@@ -369,12 +369,14 @@ fn backfills_of_other_sparse_chains_take_1_3x_the_fewest_requests_on_average() {
 /// ceilings record how far from it each shape still is (docs/BENCHMARKS.md, "Presets shaped like real
 /// chains"): a burst of a contract the probe does not see and a single block over the cap for one address are
 /// found by narrowing (`planner::narrowing`), one probe per halving of the refused range, since the spec's
-/// node suggests no range.
+/// node suggests no range. Overcap's 3.4 (3.20x before the survey fitted a background beside its probe,
+/// `planner::background`): on seed 7 the fit moved a few cuts in a dense stretch and which over-cap block
+/// was met first, 294 -> 312 requests; over seeds 1-4 it took 1,163 -> 1,161.
 #[test]
 fn presets_shaped_like_real_chains_stay_within_their_measured_ratios() {
     assert_within_ceilings(
         &[
-            ("overcap", 3.25),
+            ("overcap", 3.4),
             ("bursts", 3.0),
             ("growth", 1.35),
             ("hot", 1.32),

@@ -17,6 +17,7 @@
 //! which the caller completes by other means) tile `[start, end]` exactly: no gap, no overlap. Surveys
 //! never complete a range; they only inform where ranges are cut.
 
+mod background;
 mod learning;
 mod narrowing;
 mod survey;
@@ -303,10 +304,10 @@ impl Planner {
     pub fn expects_overflow(&self, range: BlockRange) -> bool {
         range.len() == 1
             && self.survey.covers(range.start())
-            && self
-                .survey
-                .estimate(self.survey.hits_within(BlockRange::single(range.start())))
-                > self.config.target_logs as f64 * OVERFLOW_MARGIN
+            && self.survey.estimate(
+                self.survey.hits_within(BlockRange::single(range.start())),
+                1,
+            ) > self.config.target_logs as f64 * OVERFLOW_MARGIN
     }
 
     /// Whether a survey covers every block of `range`, so that the planner had an estimate of its logs.
@@ -338,18 +339,36 @@ impl Planner {
             .filter(|_| !self.survey.disabled)
         {
             let limit = hard_last.min(surveyed.end());
-            let mut hits = 0;
-            for (block, n) in self.survey.hits_in(start, limit) {
-                let estimate = if block - start < FEW_BLOCKS {
-                    self.survey.estimate(hits + n)
+            // Estimated logs of `start..=last` holding `hits` hits.
+            let estimate = |hits: u64, last: BlockNumber| {
+                let blocks = last - start + 1;
+                if blocks <= FEW_BLOCKS {
+                    self.survey.estimate(hits, blocks)
                 } else {
-                    self.survey.upper_estimate(hits + n)
-                };
-                if estimate > target {
-                    // A block that alone looks over the target still goes alone: the node decides.
-                    return Cut::At(if block > start { block - 1 } else { block });
+                    self.survey.upper_estimate(hits, blocks)
+                }
+            };
+            // A block that alone looks over the target still goes alone: the node decides.
+            let cut_before =
+                |block: BlockNumber| Cut::At(if block > start { block - 1 } else { block });
+            let mut hits = 0;
+            let mut from = start;
+            for (block, n) in self.survey.hits_in(start, limit) {
+                if block > from {
+                    if let Some(over) = self.first_over(from, block - 1, hits, &estimate) {
+                        return cut_before(over);
+                    }
+                }
+                if estimate(hits + n, block) > target {
+                    return cut_before(block);
                 }
                 hits += n;
+                from = block + 1;
+            }
+            if from <= limit {
+                if let Some(over) = self.first_over(from, limit, hits, &estimate) {
+                    return cut_before(over);
+                }
             }
             if limit == hard_last || waiting == Waiting::Never || !self.survey_pending() {
                 return Cut::At(limit);
@@ -360,6 +379,31 @@ impl Planner {
             return Cut::Wait;
         }
         Cut::At(start.saturating_add(self.span_at(start) - 1).min(hard_last))
+    }
+
+    /// The first block of `from..=to`, none of which holds a hit, where the estimate of `hits` hits reaches
+    /// the target by the blocks alone (only where the survey fitted a background to its probe).
+    fn first_over(
+        &self,
+        from: BlockNumber,
+        to: BlockNumber,
+        hits: u64,
+        estimate: &impl Fn(u64, BlockNumber) -> f64,
+    ) -> Option<BlockNumber> {
+        let target = self.config.target_logs as f64;
+        if !self.survey.has_background() || estimate(hits, to) <= target {
+            return None;
+        }
+        let (mut low, mut high) = (from, to);
+        while low < high {
+            let mid = low + (high - low) / 2;
+            if estimate(hits, mid) > target {
+                high = mid;
+            } else {
+                low = mid + 1;
+            }
+        }
+        Some(low)
     }
 
     /// Learns from the node's answer for `range` (a range this planner handed out).
@@ -482,7 +526,10 @@ impl Planner {
     fn distrust_if_surprised(&mut self, measured: BlockRange, logs: f64, distrusted: BlockRange) {
         if self.survey.covers(measured.start())
             && self.survey.covers(measured.end())
-            && self.survey.estimate(self.survey.hits_within(measured)) < SURPRISE * logs
+            && self
+                .survey
+                .estimate(self.survey.hits_within(measured), measured.len())
+                < SURPRISE * logs
         {
             self.survey.distrust(distrusted);
         }

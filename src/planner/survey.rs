@@ -15,6 +15,8 @@ use std::collections::BTreeMap;
 
 use crate::primitives::{BlockNumber, BlockRange};
 
+use super::background::{Background, Fit};
+
 /// Full-answer logs to see before a probe is chosen. Few are enough: the share is taken two standard
 /// deviations low and sharpens with every answer, while each answer awaited without a probe is a range
 /// planned blind and, on a slow node, a round trip with the writer idle. On the sparse simulated chains,
@@ -54,6 +56,8 @@ pub(super) struct Survey {
     n_answers: u64,
     /// Per candidate probe, its logs among them.
     per_candidate: Vec<u64>,
+    /// Per candidate probe, the answers fitted to its logs and their blocks (`super::background`).
+    fits: Vec<Fit>,
     /// The chosen probe (an index into the candidates the fetcher offered).
     pub(super) probe: Option<usize>,
     /// No usable probe: the planner cuts by learned span only.
@@ -88,6 +92,7 @@ impl Survey {
             n_blocks: 0,
             n_answers: 0,
             per_candidate: Vec::new(),
+            fits: Vec::new(),
             probe: None,
             disabled: false,
             hits: BTreeMap::new(),
@@ -117,9 +122,16 @@ impl Survey {
         }
         if self.per_candidate.len() < per_candidate.len() {
             self.per_candidate.resize(per_candidate.len(), 0);
+            self.fits.resize(per_candidate.len(), Fit::default());
         }
-        for (total, n) in self.per_candidate.iter_mut().zip(per_candidate) {
+        for ((total, fit), &n) in self
+            .per_candidate
+            .iter_mut()
+            .zip(&mut self.fits)
+            .zip(per_candidate)
+        {
             *total += n;
+            fit.add(n_blocks, n, n_logs);
         }
         self.n_logs += n_logs;
         self.n_blocks += n_blocks;
@@ -280,18 +292,38 @@ impl Survey {
         self.coverage(block).is_some()
     }
 
-    /// Estimated logs of `hits` probe hits, plus [`SIGMAS`] standard deviations of their Poisson error.
-    pub(super) fn upper_estimate(&self, hits: u64) -> f64 {
+    /// The fitted background of the probe's answers, where there is one.
+    fn background(&self) -> Option<Background> {
+        self.fits.get(self.probe?)?.background()
+    }
+
+    /// Estimated logs of `hits` probe hits over `blocks` blocks, plus [`SIGMAS`] standard deviations of
+    /// their Poisson error.
+    pub(super) fn upper_estimate(&self, hits: u64, blocks: u64) -> f64 {
         let Some(share) = self.share() else {
             return f64::INFINITY;
         };
-        (hits as f64 + SIGMAS * (hits as f64 + 1.0).sqrt()) / share
+        let by_share = (hits as f64 + SIGMAS * (hits as f64 + 1.0).sqrt()) / share;
+        match self.background() {
+            Some(background) => background.estimate(hits, blocks, SIGMAS),
+            None => by_share,
+        }
     }
 
-    /// Estimated logs of `hits` probe hits.
-    pub(super) fn estimate(&self, hits: u64) -> f64 {
-        self.share()
-            .map_or(f64::INFINITY, |share| hits as f64 / share)
+    /// Estimated logs of `hits` probe hits over `blocks` blocks.
+    pub(super) fn estimate(&self, hits: u64, blocks: u64) -> f64 {
+        let by_share = self
+            .share()
+            .map_or(f64::INFINITY, |share| hits as f64 / share);
+        match self.background() {
+            Some(background) => background.estimate(hits, blocks, 0.0),
+            None => by_share,
+        }
+    }
+
+    /// Whether the estimate grows with blocks as well as with hits.
+    pub(super) fn has_background(&self) -> bool {
+        self.background().is_some()
     }
 
     /// Probe hits in `range`, all told.

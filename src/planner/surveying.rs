@@ -113,8 +113,10 @@ impl Planner {
             return false;
         }
         self.survey_start() <= self.end
-            && self.survey.estimate(self.survey.hits_from(self.next))
-                < LOOKAHEAD_RANGES * self.config.target_logs as f64
+            && self.survey.estimate(
+                self.survey.hits_from(self.next),
+                self.survey_start().saturating_sub(self.next),
+            ) < LOOKAHEAD_RANGES * self.config.target_logs as f64
     }
 
     /// Learns from a survey's answer: the block number of every probe log, or why the node refused.
