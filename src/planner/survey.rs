@@ -298,27 +298,25 @@ impl Survey {
     }
 
     /// Estimated logs of `hits` probe hits over `blocks` blocks, plus [`SIGMAS`] standard deviations of
-    /// their Poisson error.
+    /// their Poisson error: by the fitted background where there is one, else by the probe's share.
     pub(super) fn upper_estimate(&self, hits: u64, blocks: u64) -> f64 {
+        if let Some(background) = self.background() {
+            return background.estimate(hits, blocks, SIGMAS);
+        }
         let Some(share) = self.share() else {
             return f64::INFINITY;
         };
-        let by_share = (hits as f64 + SIGMAS * (hits as f64 + 1.0).sqrt()) / share;
-        match self.background() {
-            Some(background) => background.estimate(hits, blocks, SIGMAS),
-            None => by_share,
-        }
+        (hits as f64 + SIGMAS * (hits as f64 + 1.0).sqrt()) / share
     }
 
-    /// Estimated logs of `hits` probe hits over `blocks` blocks.
+    /// Estimated logs of `hits` probe hits over `blocks` blocks, as [`Self::upper_estimate`] without the
+    /// error.
     pub(super) fn estimate(&self, hits: u64, blocks: u64) -> f64 {
-        let by_share = self
-            .share()
-            .map_or(f64::INFINITY, |share| hits as f64 / share);
-        match self.background() {
-            Some(background) => background.estimate(hits, blocks, 0.0),
-            None => by_share,
+        if let Some(background) = self.background() {
+            return background.estimate(hits, blocks, 0.0);
         }
+        self.share()
+            .map_or(f64::INFINITY, |share| hits as f64 / share)
     }
 
     /// Whether the estimate grows with blocks as well as with hits.
