@@ -78,7 +78,11 @@ impl Encoder {
                 EncodedRows::Postgres(pg_copy::encode(&self.tables, self.timestamps, batch)?)
             }
         };
-        let mut bookkeeping = write::bookkeeping(&self.tables, batch);
+        let dialect = match self.backend {
+            EncoderBackend::Sqlite => &super::sqlite::DIALECT,
+            EncoderBackend::Postgres => &super::postgres::DIALECT,
+        };
+        let mut bookkeeping = write::bookkeeping(dialect, &self.tables, batch);
         if !batch.transactions.is_empty() {
             let placeholders = match self.backend {
                 EncoderBackend::Sqlite => transactions::Placeholders::Sqlite,

@@ -50,7 +50,8 @@ pub(super) const SQLITE: &[(i64, &str, &str)] = &[
     ),
 ];
 
-/// `(version, description, sql)` of every Postgres migration, in order; numbered like [`SQLITE`].
+/// `(version, description, sql)` of every Postgres migration, in order; numbered like [`SQLITE`] up to 6
+/// (7, the raw table as BYTEA, is Postgres's alone: SQLite keeps the hex TEXT `interface.md` fixes for it).
 pub(super) const POSTGRES: &[(i64, &str, &str)] = &[
     (
         1,
@@ -82,10 +83,18 @@ pub(super) const POSTGRES: &[(i64, &str, &str)] = &[
         "receipt blocks",
         include_str!("../../migrations/postgres/0006_receipt_blocks.sql"),
     ),
+    (
+        7,
+        "logs bytea",
+        include_str!("../../migrations/postgres/0007_logs_bytea.sql"),
+    ),
 ];
 
 /// The migration that rewrites `logs` keyed by `(block_number, log_index)`.
 const LOGS_BY_BLOCK: i64 = 4;
+
+/// The Postgres migration that rewrites `logs` with BYTEA columns.
+const LOGS_BYTEA: i64 = 7;
 
 /// SQLite's table holding the rows of `logs` until [`finish_logs_rebuild`] has copied them.
 const LOGS_BEFORE_0004: &str = "logs_before_0004";
@@ -143,6 +152,7 @@ pub(super) async fn run_sqlite(pool: &SqlitePool) -> Result<(), Error> {
                 .map_err(query_error("counting raw logs"))?;
             announce(
                 rows,
+                LOGS_BY_BLOCK,
                 "copying the raw logs into a table keyed by (block_number, log_index)",
             );
         }
@@ -165,22 +175,34 @@ pub(super) async fn run_postgres(pool: &PgPool) -> Result<(), Error> {
     .map_err(query_error("reading the applied migrations"))?;
     let mut rewrite = false;
     if existing {
-        let applied: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM _sqlx_migrations WHERE version = $1 AND success",
+        let applied: Vec<i64> = sqlx::query_scalar(
+            "SELECT version FROM _sqlx_migrations WHERE version = ANY($1) AND success",
         )
-        .bind(LOGS_BY_BLOCK)
-        .fetch_one(pool)
+        .bind([LOGS_BY_BLOCK, LOGS_BYTEA].as_slice())
+        .fetch_all(pool)
         .await
         .map_err(query_error("reading the applied migrations"))?;
-        if applied == 0 {
+        let pending: Vec<(i64, &str)> = [
+            (
+                LOGS_BY_BLOCK,
+                "building the raw logs' primary key (block_number, log_index)",
+            ),
+            (
+                LOGS_BYTEA,
+                "storing the raw logs' hashes, addresses, topics and data as BYTEA",
+            ),
+        ]
+        .into_iter()
+        .filter(|(version, _)| !applied.contains(version))
+        .collect();
+        if !pending.is_empty() {
             let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM logs")
                 .fetch_one(pool)
                 .await
                 .map_err(query_error("counting raw logs"))?;
-            announce(
-                rows,
-                "building the raw logs' primary key (block_number, log_index)",
-            );
+            for (version, what) in pending {
+                announce(rows, version, what);
+            }
             rewrite = rows > 0;
         }
     }
@@ -196,11 +218,11 @@ pub(super) async fn run_postgres(pool: &PgPool) -> Result<(), Error> {
 }
 
 /// The line a user sees before a migration rewrites `logs`: it reads every row once.
-fn announce(rows: i64, what: &str) {
+fn announce(rows: i64, version: i64, what: &str) {
     if rows > 0 {
         tracing::info!(
             rows,
-            "migrating the database to schema {LOGS_BY_BLOCK}: {what}; this reads every raw log once \
+            "migrating the database to schema {version}: {what}; this reads every raw log once \
              (an interrupted migration starts again at the next run)"
         );
     }

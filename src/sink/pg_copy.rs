@@ -10,8 +10,10 @@
 //!
 //! The format (<https://www.postgresql.org/docs/current/sql-copy.html>, "Binary Format"): a header, then per
 //! row a 16-bit field count and each field as a 32-bit length (-1 for NULL) and its binary form as the type's
-//! `recv` function reads it, then a trailer of -1. Not here: which columns a table has (`prepare`), or the
-//! text forms of `interface.md` beyond writing them (`super::hex`).
+//! `recv` function reads it, then a trailer of -1. The raw table's hashes, addresses, topics and data are
+//! BYTEA (migration 0007: the bytes as they are, half of hex text); the typed tables' are `0x` + hex TEXT.
+//! Not here: which columns a table has (`prepare`), or the text forms of `interface.md` beyond writing them
+//! (`super::hex`).
 
 use crate::decode::{ColumnKind, Value};
 use crate::primitives::Log;
@@ -75,23 +77,23 @@ pub(super) fn encode(
         if stored {
             columns.push_str(", block_timestamp");
         }
-        let mut out = Buffer::new(batch.logs.len() * 600);
+        let mut out = Buffer::new(batch.logs.len() * 360);
         let n_fields = 11 + u16::from(stored);
         for log in &batch.logs {
             out.row(n_fields);
             out.int8(to_i64(log.block_number));
-            out.hex(log.block_hash.as_slice());
-            out.hex(log.transaction_hash.as_slice());
+            out.bytes(log.block_hash.as_slice());
+            out.bytes(log.transaction_hash.as_slice());
             out.int4(log.transaction_index);
             out.int4(log.log_index);
-            out.hex(log.address.as_slice());
+            out.bytes(log.address.as_slice());
             for topic_idx in 0..4 {
                 match log.topics.get(topic_idx) {
-                    Some(topic) => out.hex(topic.as_slice()),
+                    Some(topic) => out.bytes(topic.as_slice()),
                     None => out.null(),
                 }
             }
-            out.hex(&log.data);
+            out.bytes(&log.data);
             if stored {
                 out.int8(to_i64(log.block_timestamp.unwrap_or_default()));
             }

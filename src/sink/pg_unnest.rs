@@ -2,7 +2,7 @@
 //! another's checkpoint, a retry after a commit that may have landed): `INSERT ... SELECT * FROM
 //! UNNEST($1::bigint[], ...) ON CONFLICT DO NOTHING`, one statement per table with one array per column,
 //! so a row that is already there is skipped. Integers go as decimal text cast to `numeric`, text and JSON
-//! with their NUL bytes replaced (see `postgres`'s choices).
+//! with their NUL bytes replaced (see `postgres`'s choices), the raw table's hashes and data as BYTEA.
 
 use sqlx::Postgres;
 
@@ -22,9 +22,9 @@ pub(super) async fn insert_unnest(
         query = match array {
             Array::BigInt(v) => query.bind(v.as_slice()),
             Array::Text(v) => query.bind(v.as_slice()),
-            Array::OptText(v) => query.bind(v.as_slice()),
             Array::Bool(v) => query.bind(v.as_slice()),
             Array::Bytea(v) => query.bind(v.as_slice()),
+            Array::OptBytea(v) => query.bind(v.as_slice()),
         };
     }
     query
@@ -45,9 +45,9 @@ pub(super) struct Insert {
 enum Array {
     BigInt(Vec<i64>),
     Text(Vec<String>),
-    OptText(Vec<Option<String>>),
     Bool(Vec<bool>),
     Bytea(Vec<Vec<u8>>),
+    OptBytea(Vec<Option<Vec<u8>>>),
 }
 
 /// The statements of a batch ([`super::write::check`]ed): raw logs, then each typed table that has rows.
@@ -72,10 +72,13 @@ pub(super) fn inserts(
     };
     if !batch.logs.is_empty() {
         let logs = &batch.logs;
+        // The raw table's hashes, addresses, topics and data are BYTEA (migration 0007).
+        let bytes =
+            |get: fn(&Log) -> &[u8]| Array::Bytea(logs.iter().map(|l| get(l).to_vec()).collect());
         let topic = |i: usize| {
-            Array::OptText(
+            Array::OptBytea(
                 logs.iter()
-                    .map(|log| log.topics.get(i).map(hex::encode))
+                    .map(|log| log.topics.get(i).map(|t| t.to_vec()))
                     .collect(),
             )
         };
@@ -84,25 +87,21 @@ pub(super) fn inserts(
              address, topic0, topic1, topic2, topic3, data",
         );
         let mut params = String::from(
-            "$1::bigint[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], \
-             $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[]",
+            "$1::bigint[], $2::bytea[], $3::bytea[], $4::bigint[], $5::bigint[], \
+             $6::bytea[], $7::bytea[], $8::bytea[], $9::bytea[], $10::bytea[], $11::bytea[]",
         );
         let mut arrays = vec![
             Array::BigInt(logs.iter().map(|l| to_i64(l.block_number)).collect()),
-            Array::Text(logs.iter().map(|l| hex::encode(l.block_hash)).collect()),
-            Array::Text(
-                logs.iter()
-                    .map(|l| hex::encode(l.transaction_hash))
-                    .collect(),
-            ),
+            bytes(|l| l.block_hash.as_slice()),
+            bytes(|l| l.transaction_hash.as_slice()),
             Array::BigInt(logs.iter().map(|l| to_i64(l.transaction_index)).collect()),
             Array::BigInt(logs.iter().map(|l| to_i64(l.log_index)).collect()),
-            Array::Text(logs.iter().map(|l| hex::encode(l.address)).collect()),
+            bytes(|l| l.address.as_slice()),
             topic(0),
             topic(1),
             topic(2),
             topic(3),
-            Array::Text(logs.iter().map(|l| hex::encode(&l.data)).collect()),
+            bytes(|l| &l.data),
         ];
         if stored {
             sql.push_str(", block_timestamp");

@@ -35,6 +35,9 @@ pub(super) struct Dialect {
     pub typed_table_options: &'static str,
     /// The database's name and the longest table name it keeps whole; `None`: no limit.
     pub max_table_name: Option<(&'static str, usize)>,
+    /// A `0x` + hex text parameter (`$n`) as compared with the raw table's hashes and addresses: itself
+    /// where they are TEXT, their bytes where they are BYTEA (Postgres, migration 0007).
+    pub raw_hex: fn(&str) -> String,
 }
 
 /// Creates the typed tables that do not exist yet and records the contracts, after every check.

@@ -49,6 +49,7 @@ pub(super) const DIALECT: Dialect = Dialect {
     typed_key: |_| format!("PRIMARY KEY ({TYPED_KEY})"),
     typed_table_options: " WITHOUT ROWID",
     max_table_name: None,
+    raw_hex: str::to_owned,
 };
 
 /// The page size of a database this version creates (SQLite's default is 4 KiB). A log's raw row is

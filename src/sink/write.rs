@@ -9,6 +9,7 @@ use std::fmt::Display;
 use crate::decode::{ColumnKind, Value};
 use crate::primitives::LogKey;
 
+use super::prepare::Dialect;
 use super::read::{self, invalid, ContractRecord};
 use super::{
     hex, quote_ident, to_i64, Batch, BlockNumber, ChildRow, Error, ReindexReport, ReindexSpec,
@@ -241,15 +242,22 @@ fn fits(kind: ColumnKind, value: &Value) -> bool {
 
 /// The statements of a [`check`]ed batch after its inserts: delete the logs the node reported removed,
 /// remember blocks above finality, forget final ones, move checkpoints.
-pub(super) fn bookkeeping(tables: &[TableSpec], batch: &Batch) -> Vec<Statement> {
+pub(super) fn bookkeeping(
+    dialect: &Dialect,
+    tables: &[TableSpec],
+    batch: &Batch,
+) -> Vec<Statement> {
     let mut statements = Vec::new();
+    let raw_hash = (dialect.raw_hex)("$3");
     for key in &batch.removed {
         let hash = hex::encode(key.block_hash);
-        for table in std::iter::once("logs").chain(tables.iter().map(|t| t.name.as_str())) {
+        let raw = std::iter::once(("logs", raw_hash.as_str()));
+        let typed = tables.iter().map(|t| (t.name.as_str(), "$3"));
+        for (table, hash_param) in raw.chain(typed) {
             statements.push(Statement::new(
                 "deleting a removed log",
                 format!(
-                    "DELETE FROM {} WHERE block_number = $1 AND log_index = $2 AND block_hash = $3",
+                    "DELETE FROM {} WHERE block_number = $1 AND log_index = $2 AND block_hash = {hash_param}",
                     quote_ident(table)
                 ),
                 vec![
@@ -403,7 +411,10 @@ pub(super) async fn reindex(
     for address in &addresses {
         statements.push(Statement::new(
             "deleting raw logs",
-            "DELETE FROM logs WHERE address = $1",
+            format!(
+                "DELETE FROM logs WHERE address = {}",
+                (sink.dialect().raw_hex)("$1")
+            ),
             vec![Param::Text(address.clone())],
         ));
     }

@@ -48,13 +48,53 @@ fn to_earlier_layout(backend: Backend, with_timestamps: bool) -> Vec<String> {
             "CREATE INDEX logs_block_number ON logs (block_number)".into(),
             "DELETE FROM _sqlx_migrations WHERE version = 4".into(),
         ],
-        Backend::Postgres => vec![
-            "ALTER TABLE logs DROP CONSTRAINT logs_pkey".into(),
-            "ALTER TABLE logs ADD UNIQUE (block_hash, log_index)".into(),
-            "CREATE INDEX logs_block_number ON logs (block_number)".into(),
-            "DELETE FROM _sqlx_migrations WHERE version = 4".into(),
-        ],
+        Backend::Postgres => {
+            let mut statements = to_text_logs();
+            statements.extend([
+                "ALTER TABLE logs DROP CONSTRAINT logs_pkey".into(),
+                "ALTER TABLE logs ADD UNIQUE (block_hash, log_index)".into(),
+                "CREATE INDEX logs_block_number ON logs (block_number)".into(),
+                "DELETE FROM _sqlx_migrations WHERE version = 4".into(),
+            ]);
+            statements
+        }
     }
+}
+
+/// Statements that turn a Postgres database of this version back into the layout before migration 0007
+/// (the raw table's hashes, addresses, topics and data as `0x` + hex TEXT), keeping its rows.
+fn to_text_logs() -> Vec<String> {
+    let columns = [
+        "block_hash",
+        "transaction_hash",
+        "address",
+        "topic0",
+        "topic1",
+        "topic2",
+        "topic3",
+        "data",
+    ];
+    let alter: Vec<String> = columns
+        .iter()
+        .map(|c| format!("ALTER COLUMN {c} TYPE TEXT USING '0x' || encode({c}, 'hex')"))
+        .collect();
+    vec![
+        format!("ALTER TABLE logs {}", alter.join(", ")),
+        "DELETE FROM _sqlx_migrations WHERE version = 7".into(),
+    ]
+}
+
+/// `(column, type)` of the raw table's columns, as Postgres's catalog names the types.
+async fn raw_column_types(work: &Workdir) -> Vec<(String, String)> {
+    query_texts(
+        work,
+        "SELECT column_name::text, data_type::text FROM information_schema.columns \
+         WHERE table_schema = current_schema() AND table_name = 'logs' ORDER BY ordinal_position",
+    )
+    .await
+    .into_iter()
+    .map(|row| (row[0].clone(), row[1].clone()))
+    .collect()
 }
 
 /// The raw table's keys and indexes, as the catalog spells them.
@@ -130,6 +170,46 @@ async fn migrates_an_earlier_database_in_place(backend: Backend, with_timestamps
         with_timestamps,
         "{columns:?}"
     );
+    let n = assert_db_matches_truth(&work, &truth, &all_contracts(), 19_000).await;
+    assert!(n as i64 > before, "compared {n} logs, {before} from before");
+}
+
+/// Goal: a Postgres database of the version before migration 0007 (every raw hash, address, topic and data
+/// as hex TEXT, the rest of this version's layout) is migrated in place to BYTEA: every row synced before
+/// stays, exactly, beside those synced after. Method: sync part of the chain, turn the raw table's columns
+/// back into TEXT and forget 0007, sync on; the columns must then be BYTEA and the database equal the ground
+/// truth log by log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn migrates_postgres_raw_logs_from_text_to_bytea() {
+    let node = support::start(node_config(20_000)).await;
+    let truth = node.truth();
+    let work = Workdir::with(Backend::Postgres).await;
+    let config = work.write_config(&node.http_url(), &all_contracts(), "", "");
+    support::sync(&config, Target::Number(12_000))
+        .await
+        .expect("first sync");
+    let before = support::row_count(&work, "logs").await.expect("logs");
+    assert!(before > 1_000, "{before} logs synced before the migration");
+    let hex_columns = |types: &[(String, String)], wanted: &str| {
+        types
+            .iter()
+            .filter(|(name, _)| !name.contains("index") && !name.starts_with("block_num"))
+            .filter(|(name, _)| name != "block_timestamp")
+            .all(|(_, kind)| kind == wanted)
+    };
+    let created = raw_column_types(&work).await;
+    assert!(hex_columns(&created, "bytea"), "{created:?}");
+    for statement in to_text_logs() {
+        support::execute(&work, &statement).await;
+    }
+    let staged = raw_column_types(&work).await;
+    assert!(hex_columns(&staged, "text"), "{staged:?}");
+    assert_eq!(staged.len(), created.len(), "{staged:?}");
+
+    support::sync(&config, Target::Number(19_000))
+        .await
+        .expect("sync after the upgrade");
+    assert_eq!(raw_column_types(&work).await, created);
     let n = assert_db_matches_truth(&work, &truth, &all_contracts(), 19_000).await;
     assert!(n as i64 > before, "compared {n} logs, {before} from before");
 }

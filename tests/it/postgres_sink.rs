@@ -98,12 +98,26 @@ impl Db {
 
     /// The raw logs as stored, in block and log order.
     async fn raw_logs(&self) -> Vec<RawRow> {
-        const SQL: &str = "SELECT block_number, block_hash, transaction_hash, CAST(transaction_index AS BIGINT), \
-                           CAST(log_index AS BIGINT), address, topic0, topic1, topic2, topic3, data \
-                           FROM logs ORDER BY block_number, log_index";
+        let backend = match &self.sink {
+            Sink::Sqlite(_) => crate::support::Backend::Sqlite,
+            Sink::Postgres(_) => crate::support::Backend::Postgres,
+        };
+        let hex = |c: &str| crate::support::raw_hex_text(backend, c);
+        let sql = format!(
+            "SELECT block_number, {}, {}, CAST(transaction_index AS BIGINT), CAST(log_index AS BIGINT), \
+             {}, {}, {}, {}, {}, {} FROM logs ORDER BY block_number, log_index",
+            hex("block_hash"),
+            hex("transaction_hash"),
+            hex("address"),
+            hex("topic0"),
+            hex("topic1"),
+            hex("topic2"),
+            hex("topic3"),
+            hex("data"),
+        );
         match &self.sink {
-            Sink::Sqlite(s) => sqlx::query_as(SQL).fetch_all(s.pool()).await,
-            Sink::Postgres(s) => sqlx::query_as(SQL).fetch_all(s.pool()).await,
+            Sink::Sqlite(s) => sqlx::query_as(&sql).fetch_all(s.pool()).await,
+            Sink::Postgres(s) => sqlx::query_as(&sql).fetch_all(s.pool()).await,
         }
         .expect("reading raw logs")
     }

@@ -226,7 +226,10 @@ async fn a_block_reorganised_while_its_receipts_are_read_is_read_again(backend: 
     assert_db_matches_truth(&work, &truth, &all_contracts(), 2_000).await;
     let orphaned = support::query_texts(
         &work,
-        &format!("SELECT CAST(count(*) AS TEXT) FROM logs WHERE block_hash = '{before:#x}'"),
+        &format!(
+            "SELECT CAST(count(*) AS TEXT) FROM logs WHERE {} = '{before:#x}'",
+            support::raw_hex_text(backend, "block_hash")
+        ),
     )
     .await;
     assert_eq!(orphaned, vec![vec!["0".to_string()]]);

@@ -329,18 +329,36 @@ pub fn int_text(backend: Backend, column: &str) -> String {
     }
 }
 
+/// A hash, address, topic or data column of the raw table as `interface.md`'s text, `0x` + lowercase hex:
+/// itself on SQLite, its BYTEA as that text on Postgres (migration 0007).
+pub fn raw_hex_text(backend: Backend, column: &str) -> String {
+    match backend {
+        Backend::Sqlite => column.to_owned(),
+        Backend::Postgres => format!("'0x' || encode({column}, 'hex')"),
+    }
+}
+
 /// Every raw row in log order as text: block number, block hash, transaction hash and index, log index,
 /// address, four topics (empty when absent), data, and the block timestamp (`NULL` when absent) when
 /// `stamped`.
 async fn raw_rows(db: &mut Reader, stamped: bool) -> Vec<Vec<String>> {
     let backend = db.backend();
     let int = |c: &str| int_text(backend, c);
+    let hex = |c: &str| raw_hex_text(backend, c);
     db.texts(&format!(
-        "SELECT {}, block_hash, transaction_hash, {}, {}, address, coalesce(topic0, ''), coalesce(topic1, ''), \
-         coalesce(topic2, ''), coalesce(topic3, ''), data{} FROM logs ORDER BY logs.block_number, logs.log_index",
+        "SELECT {}, {}, {}, {}, {}, {}, coalesce({}, ''), coalesce({}, ''), \
+         coalesce({}, ''), coalesce({}, ''), {}{} FROM logs ORDER BY logs.block_number, logs.log_index",
         int("block_number"),
+        hex("block_hash"),
+        hex("transaction_hash"),
         int("transaction_index"),
         int("log_index"),
+        hex("address"),
+        hex("topic0"),
+        hex("topic1"),
+        hex("topic2"),
+        hex("topic3"),
+        hex("data"),
         if stamped {
             format!(", coalesce({}, 'NULL')", int("block_timestamp"))
         } else {
