@@ -121,10 +121,10 @@ impl Log {
     }
 }
 
-/// What identifies a stored log: its block hash and position. The block number goes with them because a
-/// hash names exactly one block, so `(block_number, log_index, block_hash)` is unique exactly when
-/// `(block_hash, log_index)` is, and the typed tables are keyed in that order (block order, so a backfill
-/// appends to its key instead of scattering over it).
+/// What identifies a log the node reports: its block hash and position. The block number goes with them
+/// because a hash names exactly one block; the database holds only canonical logs, so its tables are keyed
+/// by `(block_number, log_index)` alone, and a removal gives the hash too, so that it deletes only the log
+/// of the block that was orphaned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LogKey {
     /// Block number.

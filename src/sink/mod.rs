@@ -48,15 +48,16 @@ pub use sqlite::SqliteSink;
 pub use timestamps::{Timestamps, META_BLOCK_TIMESTAMPS};
 pub use transactions::{TransactionRow, Transactions, META_TRANSACTIONS};
 
-/// The unique key of every typed table, on both backends. `(block_hash, log_index)` identifies a log, and a
-/// hash names exactly one block, so this key admits exactly the same rows; but in block order a backfill
-/// appends to it, where a key led by a random hash scatters every batch over the whole index (measured on
-/// SQLite: 21% of the store's time and a quarter of its bytes written, `docs/BENCHMARKS.md`). Its prefix
-/// serves `block_number` ranges, so typed tables need no other index.
+/// The unique key of every typed table created from now on, on both backends: the raw table's identity
+/// (`interface.md`: the database holds only canonical logs, so `(block_number, log_index)` names one log;
+/// an orphaned block's rows are deleted before its replacement is written). In block order a backfill
+/// appends to it, and its prefix serves `block_number` ranges, so typed tables need no other index.
 ///
-/// Tables created before this key (unique on `(block_hash, log_index)`, with a `block_number` index) keep
-/// working: inserts name no conflict target and deletes give all three columns.
-const TYPED_KEY: &str = "block_number, log_index, block_hash";
+/// Tables created before it keep working as they are: unique on `(block_number, log_index, block_hash)`
+/// (the key until the raw table's, whose hash column made Postgres's index three times the size), or on
+/// `(block_hash, log_index)` with a `block_number` index. Inserts name no conflict target and deletes give
+/// all three columns, so the same statements serve every layout.
+const TYPED_KEY: &str = "block_number, log_index";
 
 /// Why storage failed. Every variant maps to exit code 74, except [`Error::Mismatch`] (78: the config does not
 /// fit the database).

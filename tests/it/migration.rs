@@ -253,7 +253,7 @@ async fn typed_tables_of_the_earlier_sqlite_layout_keep_working() {
     assert!(created.len() >= 3, "typed tables: {created:?}");
     for (name, sql) in &created {
         assert!(
-            sql.contains("PRIMARY KEY (block_number, log_index, block_hash)")
+            sql.contains("PRIMARY KEY (block_number, log_index))")
                 && sql.ends_with("WITHOUT ROWID"),
             "{name}: {sql}"
         );
@@ -282,6 +282,80 @@ async fn typed_tables_of_the_earlier_sqlite_layout_keep_working() {
     assert_eq!(typed_layouts(&work).await, staged, "not rebuilt");
     assert_db_matches_truth(&work, &truth, &all_contracts(), 19_000).await;
 }
+
+/// Goal: typed tables keyed by `(block_number, log_index, block_hash)`, as the version before the current
+/// key created them, are neither rebuilt nor refused: the next sync writes into them and every table equals
+/// the ground truth log by log. Method: sync part of the chain, give every typed table that key (SQLite:
+/// the table rebuilt `WITHOUT ROWID` on it; Postgres: the constraint replaced), sync on.
+async fn typed_tables_keyed_with_the_block_hash_keep_working(backend: Backend) {
+    let node = support::start(node_config(20_000)).await;
+    let truth = node.truth();
+    let work = Workdir::with(backend).await;
+    let config = work.write_config(&node.http_url(), &all_contracts(), "", "");
+    support::sync(&config, Target::Number(12_000))
+        .await
+        .expect("first sync");
+    let typed_tables = match backend {
+        Backend::Sqlite => {
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE '%log_index%' \
+             AND name NOT IN ('logs', 'factory_children') ORDER BY name"
+        }
+        Backend::Postgres => {
+            "SELECT table_name::text FROM information_schema.columns \
+             WHERE table_schema = current_schema() AND column_name = 'log_index' \
+             AND table_name NOT IN ('logs', 'factory_children') ORDER BY table_name"
+        }
+    };
+    let tables: Vec<String> = query_texts(&work, typed_tables)
+        .await
+        .into_iter()
+        .map(|mut row| row.remove(0))
+        .collect();
+    assert!(tables.len() >= 3, "typed tables: {tables:?}");
+    for name in &tables {
+        let statements = match backend {
+            Backend::Sqlite => {
+                let sql = query_texts(
+                    &work,
+                    &format!("SELECT sql FROM sqlite_master WHERE name = '{name}'"),
+                )
+                .await
+                .remove(0)
+                .remove(0);
+                let current = "PRIMARY KEY (block_number, log_index))";
+                assert!(sql.contains(current), "{name}: {sql}");
+                let keyed = sql
+                    .replacen(name.as_str(), &format!("{name}_keyed"), 1)
+                    .replace(
+                        current,
+                        "PRIMARY KEY (block_number, log_index, block_hash))",
+                    );
+                vec![
+                    keyed,
+                    format!("INSERT INTO \"{name}_keyed\" SELECT * FROM \"{name}\""),
+                    format!("DROP TABLE \"{name}\""),
+                    format!("ALTER TABLE \"{name}_keyed\" RENAME TO \"{name}\""),
+                ]
+            }
+            Backend::Postgres => vec![
+                format!("ALTER TABLE \"{name}\" DROP CONSTRAINT \"{name}_key\""),
+                format!(
+                    "ALTER TABLE \"{name}\" ADD CONSTRAINT \"{name}_key\" \
+                     UNIQUE (block_number, log_index, block_hash)"
+                ),
+            ],
+        };
+        for statement in statements {
+            support::execute(&work, &statement).await;
+        }
+    }
+
+    support::sync(&config, Target::Number(19_000))
+        .await
+        .expect("sync into the tables keyed with the hash");
+    assert_db_matches_truth(&work, &truth, &all_contracts(), 19_000).await;
+}
+both_backends!(typed_tables_keyed_with_the_block_hash_keep_working);
 
 /// The page size of the test's SQLite database.
 async fn page_size(work: &Workdir) -> String {

@@ -347,17 +347,19 @@ async fn an_overlapping_batch_adds_only_its_new_rows_in_sqlite() {
 /// Which unique key the typed table has.
 #[derive(Debug, Clone, Copy)]
 enum TypedKey {
-    /// What `prepare` creates: `(block_number, log_index, block_hash)` (on SQLite the table's primary key,
+    /// What `prepare` creates: `(block_number, log_index)` (on SQLite the table's primary key,
     /// `WITHOUT ROWID`).
     Current,
-    /// What databases built before it hold: a rowid table unique on `(block_hash, log_index)`, with a
+    /// What databases of the version before it hold: `(block_number, log_index, block_hash)`.
+    WithHash,
+    /// What databases built before that hold: a rowid table unique on `(block_hash, log_index)`, with a
     /// `block_number` index.
     Earlier,
 }
 
 impl Db {
-    /// Rebuilds the typed table with the key databases built before the current one have.
-    async fn use_the_earlier_typed_key(&self) {
+    /// Rebuilds the typed table with the key databases of an earlier version have.
+    async fn use_an_earlier_typed_key(&self, key: TypedKey) {
         match &self.sink {
             Sink::Sqlite(s) => {
                 let sql: String = sqlx::query_scalar(
@@ -366,39 +368,54 @@ impl Db {
                 .fetch_one(s.pool())
                 .await
                 .unwrap();
-                let earlier = sql.replace(
-                    "PRIMARY KEY (block_number, log_index, block_hash)) WITHOUT ROWID",
-                    "UNIQUE (block_hash, log_index))",
-                );
+                let current = "PRIMARY KEY (block_number, log_index)) WITHOUT ROWID";
+                let (earlier, index) = match key {
+                    TypedKey::Current => return,
+                    TypedKey::WithHash => (
+                        "PRIMARY KEY (block_number, log_index, block_hash)) WITHOUT ROWID",
+                        None,
+                    ),
+                    TypedKey::Earlier => (
+                        "UNIQUE (block_hash, log_index))",
+                        Some("CREATE INDEX demo_everything_block_number ON demo_everything (block_number)"),
+                    ),
+                };
+                let earlier = sql.replace(current, earlier);
                 assert_ne!(earlier, sql, "the current key is spelt as expected: {sql}");
-                for statement in [
-                    "DROP TABLE demo_everything",
-                    earlier.as_str(),
-                    "CREATE INDEX demo_everything_block_number ON demo_everything (block_number)",
-                ] {
+                for statement in ["DROP TABLE demo_everything", earlier.as_str()]
+                    .into_iter()
+                    .chain(index)
+                {
                     s.pool().execute(statement).await.unwrap();
                 }
             }
             Sink::Postgres(s) => {
-                for statement in [
-                    "ALTER TABLE demo_everything DROP CONSTRAINT demo_everything_key",
-                    "ALTER TABLE demo_everything ADD UNIQUE (block_hash, log_index)",
-                    "CREATE INDEX demo_everything_block_number ON demo_everything (block_number)",
-                ] {
-                    s.pool().execute(statement).await.unwrap();
+                let statements: &[&str] = match key {
+                    TypedKey::Current => return,
+                    TypedKey::WithHash => &[
+                        "ALTER TABLE demo_everything DROP CONSTRAINT demo_everything_key",
+                        "ALTER TABLE demo_everything ADD CONSTRAINT demo_everything_key \
+                         UNIQUE (block_number, log_index, block_hash)",
+                    ],
+                    TypedKey::Earlier => &[
+                        "ALTER TABLE demo_everything DROP CONSTRAINT demo_everything_key",
+                        "ALTER TABLE demo_everything ADD UNIQUE (block_hash, log_index)",
+                        "CREATE INDEX demo_everything_block_number ON demo_everything (block_number)",
+                    ],
+                };
+                for statement in statements {
+                    s.pool().execute(*statement).await.unwrap();
                 }
             }
         }
     }
 }
 
-/// Goal: typed tables with either unique key, the current one in block order or the one earlier databases
-/// have, take a replayed batch once and lose a log the node reports `removed`, in raw and typed rows alike.
+/// Goal: typed tables with any unique key, the current one in block order or those earlier databases have,
+/// take a replayed batch once and lose a log the node reports `removed`, in raw and typed rows alike.
 async fn replays_and_removals_are_exact_with_either_typed_key(backend: Backend, key: TypedKey) {
     let mut db = prepared(backend).await;
-    if let TypedKey::Earlier = key {
-        db.use_the_earlier_typed_key().await;
-    }
+    db.use_an_earlier_typed_key(key).await;
     let first = batch(100..=101);
     db.sink.commit(&first).await.expect("first commit");
     db.sink.commit(&first).await.expect("replay");
@@ -444,6 +461,17 @@ async fn typed_tables_replay_and_remove_exactly_with_the_current_key_in_postgres
 #[tokio::test]
 async fn typed_tables_replay_and_remove_exactly_with_the_current_key_in_sqlite() {
     replays_and_removals_are_exact_with_either_typed_key(Backend::Sqlite, TypedKey::Current).await;
+}
+
+#[tokio::test]
+async fn typed_tables_keyed_with_the_hash_replay_and_remove_exactly_in_postgres() {
+    replays_and_removals_are_exact_with_either_typed_key(Backend::Postgres, TypedKey::WithHash)
+        .await;
+}
+
+#[tokio::test]
+async fn typed_tables_keyed_with_the_hash_replay_and_remove_exactly_in_sqlite() {
+    replays_and_removals_are_exact_with_either_typed_key(Backend::Sqlite, TypedKey::WithHash).await;
 }
 
 #[tokio::test]
