@@ -298,9 +298,19 @@ pub fn expected_logs(
     contracts: &[Contract],
     to: u64,
 ) -> Vec<(TruthLog, Vec<&'static str>)> {
+    expected_logs_within(truth, contracts, 0, to)
+}
+
+/// [`expected_logs`] of blocks `from` to `to`.
+fn expected_logs_within(
+    truth: &GroundTruth,
+    contracts: &[Contract],
+    from: u64,
+    to: u64,
+) -> Vec<(TruthLog, Vec<&'static str>)> {
     let keys: Vec<Vec<(Option<B256>, usize)>> = contracts.iter().map(match_keys).collect();
     let mut out = Vec::new();
-    for log in truth.logs(0, to) {
+    for log in truth.logs(from, to) {
         let mut tables = Vec::new();
         for (c, keys) in contracts.iter().zip(&keys) {
             if c.address != log.address || c.start_block > log.block_number {
@@ -338,16 +348,17 @@ pub fn raw_hex_text(backend: Backend, column: &str) -> String {
     }
 }
 
-/// Every raw row in log order as text: block number, block hash, transaction hash and index, log index,
-/// address, four topics (empty when absent), data, and the block timestamp (`NULL` when absent) when
-/// `stamped`.
-async fn raw_rows(db: &mut Reader, stamped: bool) -> Vec<Vec<String>> {
+/// Every raw row from block `from` on, in log order, as text: block number, block hash, transaction hash and
+/// index, log index, address, four topics (empty when absent), data, and the block timestamp (`NULL` when
+/// absent) when `stamped`.
+async fn raw_rows(db: &mut Reader, stamped: bool, from: u64) -> Vec<Vec<String>> {
     let backend = db.backend();
     let int = |c: &str| int_text(backend, c);
     let hex = |c: &str| raw_hex_text(backend, c);
     db.texts(&format!(
         "SELECT {}, {}, {}, {}, {}, {}, coalesce({}, ''), coalesce({}, ''), \
-         coalesce({}, ''), coalesce({}, ''), {}{} FROM logs ORDER BY logs.block_number, logs.log_index",
+         coalesce({}, ''), coalesce({}, ''), {}{} FROM logs WHERE block_number >= {from} \
+         ORDER BY logs.block_number, logs.log_index",
         int("block_number"),
         hex("block_hash"),
         hex("transaction_hash"),
@@ -371,7 +382,7 @@ async fn raw_rows(db: &mut Reader, stamped: bool) -> Vec<Vec<String>> {
 /// [`raw_rows`] of the test's database, with the block timestamp.
 pub async fn stamped_raw_rows(work: &Workdir) -> Vec<Vec<String>> {
     let mut db = work.reader().await.expect("open the database");
-    raw_rows(&mut db, true).await
+    raw_rows(&mut db, true, 0).await
 }
 
 fn hx(bytes: impl AsRef<[u8]>) -> String {
@@ -393,6 +404,20 @@ pub async fn assert_db_matches_truth(
     assert_db_holds(work, truth, contracts, expected_logs(truth, contracts, to)).await
 }
 
+/// [`assert_db_matches_truth`] for blocks `from` to `to` only: every row the database holds from `from` on,
+/// raw and typed, must be the ground truth's (what lies below `from` is not read). For checks after each of
+/// many small changes near the head, where reading the whole database every time would dominate a test.
+pub async fn assert_db_matches_truth_within(
+    work: &Workdir,
+    truth: &GroundTruth,
+    contracts: &[Contract],
+    from: u64,
+    to: u64,
+) -> usize {
+    let expected = expected_logs_within(truth, contracts, from, to);
+    assert_db_holds_from(work, truth, contracts, expected, from).await
+}
+
 /// Asserts the test's database holds exactly `expected` (ground-truth logs with the contracts that store
 /// each, in log order): every raw row, and every typed row with every decoded value. Returns the number of
 /// raw logs compared.
@@ -401,6 +426,17 @@ pub async fn assert_db_holds(
     truth: &GroundTruth,
     contracts: &[Contract],
     expected: Vec<(TruthLog, Vec<&'static str>)>,
+) -> usize {
+    assert_db_holds_from(work, truth, contracts, expected, 0).await
+}
+
+/// [`assert_db_holds`] for the rows from block `from` on; `expected` holds no log below it.
+async fn assert_db_holds_from(
+    work: &Workdir,
+    truth: &GroundTruth,
+    contracts: &[Contract],
+    expected: Vec<(TruthLog, Vec<&'static str>)>,
+    from: u64,
 ) -> usize {
     let mut db = work.reader().await.expect("open the database");
     let backend = db.backend();
@@ -430,7 +466,7 @@ pub async fn assert_db_holds(
         Default::default()
     };
     let timestamp_of = |block: u64| timestamps[&block].clone();
-    let rows = raw_rows(&mut db, stamped).await;
+    let rows = raw_rows(&mut db, stamped, from).await;
     assert_eq!(
         rows.len(),
         expected.len(),
@@ -485,7 +521,8 @@ pub async fn assert_db_holds(
             let select: Vec<String> = columns.iter().map(|c| db.as_text(c)).collect();
             let rows = db
                 .texts(&format!(
-                    "SELECT {} FROM \"{table}\" ORDER BY block_number, log_index",
+                    "SELECT {} FROM \"{table}\" WHERE block_number >= {from} \
+                     ORDER BY block_number, log_index",
                     select.join(", ")
                 ))
                 .await;
