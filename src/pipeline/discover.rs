@@ -253,6 +253,21 @@ impl Children {
             .collect()
     }
 
+    /// The block each child joins at, registered or foreseen (once per child of each contract).
+    pub(super) fn join_blocks(&self) -> Vec<BlockNumber> {
+        let registered = |child: &Child| {
+            self.by_address
+                .get(&child.address)
+                .is_some_and(|at| at.iter().any(|&i| self.list[i].contract == child.contract))
+        };
+        let foreseen = self.foreseen.iter().filter(|c| !registered(c));
+        self.list
+            .iter()
+            .chain(foreseen)
+            .map(|c| c.block_number)
+            .collect()
+    }
+
     /// Contracts whose child `address` is at `block` by the factories' logs read ahead, registered yet or
     /// not: the logs a batch may keep once its creating logs are registered.
     pub(super) fn foreseen_emitters(
@@ -365,6 +380,20 @@ impl Job {
             f.receipt_blocks.dedup();
         }
         Ok(n_filled)
+    }
+
+    /// With factories, the block each address asked for joins at, children read ahead included: where
+    /// children multiply, what they log grows with them, so the planner's survey weighs each block by the
+    /// addresses there (`planner::addresses`). `None` without factories: every block weighs one.
+    pub(super) fn address_joins(&self) -> Option<Vec<BlockNumber>> {
+        if self.factories.is_empty() {
+            return None;
+        }
+        let mut joins = self.children.read().expect("children lock").join_blocks();
+        for contract in self.contracts.iter() {
+            joins.extend(contract.addresses.iter().map(|_| contract.next));
+        }
+        Some(joins)
     }
 
     /// Registers the children announced in `fetched` without fetching anything: for input that holds every

@@ -296,7 +296,11 @@ impl Job {
     }
 
     pub(super) fn planner(&self, config: &Config, plan: BlockRange) -> Planner {
-        self.planner_factory(config)(plan)
+        let mut planner = self.planner_factory(config)(plan);
+        if let Some(joins) = self.address_joins() {
+            planner.weigh_by_addresses(joins);
+        }
+        planner
     }
 
     /// Makes planners for ranges of this job as it stands now, owning what it needs.

@@ -17,6 +17,7 @@
 //! which the caller completes by other means) tile `[start, end]` exactly: no gap, no overlap. Surveys
 //! never complete a range; they only inform where ranges are cut.
 
+mod addresses;
 mod background;
 mod learning;
 mod narrowing;
@@ -27,6 +28,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::primitives::{BlockNumber, BlockRange};
 
+use addresses::Addresses;
 pub use learning::Tail;
 use learning::{Learned, INITIAL_MISS};
 use narrowing::Held;
@@ -177,6 +179,8 @@ pub struct Planner {
     /// Refused ranges to survey on their own, by start.
     spots_due: BTreeMap<BlockNumber, BlockRange>,
     survey: Survey,
+    /// What a block weighs in the survey's background (see [`addresses`]).
+    addresses: Addresses,
 }
 
 impl Planner {
@@ -217,7 +221,14 @@ impl Planner {
             survey_cursor: sampling_from,
             spots_due: BTreeMap::new(),
             survey: Survey::new(config.initial_span),
+            addresses: Addresses::default(),
         }
+    }
+
+    /// Weighs each block by the addresses the requests carry there, `joins` being the block each joins at
+    /// (a factory's children included), for the logs that come regardless of the probe (see [`addresses`]).
+    pub fn weigh_by_addresses(&mut self, joins: Vec<BlockNumber>) {
+        self.addresses = Addresses::joining_at(joins);
     }
 
     /// Extends the plan to a new last block (the head moved).
@@ -306,7 +317,7 @@ impl Planner {
             && self.survey.covers(range.start())
             && self.survey.estimate(
                 self.survey.hits_within(BlockRange::single(range.start())),
-                1,
+                self.addresses.weighted(range.start(), range.start()),
             ) > self.config.target_logs as f64 * OVERFLOW_MARGIN
     }
 
@@ -341,11 +352,11 @@ impl Planner {
             let limit = hard_last.min(surveyed.end());
             // Estimated logs of `start..=last` holding `hits` hits.
             let estimate = |hits: u64, last: BlockNumber| {
-                let blocks = last - start + 1;
-                if blocks <= FEW_BLOCKS {
-                    self.survey.estimate(hits, blocks)
+                let weight = self.addresses.weighted(start, last);
+                if last - start < FEW_BLOCKS {
+                    self.survey.estimate(hits, weight)
                 } else {
-                    self.survey.upper_estimate(hits, blocks)
+                    self.survey.upper_estimate(hits, weight)
                 }
             };
             // A block that alone looks over the target still goes alone: the node decides.
@@ -526,10 +537,10 @@ impl Planner {
     fn distrust_if_surprised(&mut self, measured: BlockRange, logs: f64, distrusted: BlockRange) {
         if self.survey.covers(measured.start())
             && self.survey.covers(measured.end())
-            && self
-                .survey
-                .estimate(self.survey.hits_within(measured), measured.len())
-                < SURPRISE * logs
+            && self.survey.estimate(
+                self.survey.hits_within(measured),
+                self.addresses.weighted(measured.start(), measured.end()),
+            ) < SURPRISE * logs
         {
             self.survey.distrust(distrusted);
         }

@@ -106,12 +106,14 @@ impl Survey {
         }
     }
 
-    /// Counts a full answer of `n_blocks` blocks holding `n_logs` logs, `per_candidate[i]` of them matching
-    /// candidate probe `i`; chooses the probe once enough logs were seen, if `remaining_blocks` at the
-    /// density seen hold enough logs of `target_logs`-sized ranges to be worth surveying.
+    /// Counts a full answer of `n_blocks` blocks (of `weight` in the background's units,
+    /// `super::addresses`) holding `n_logs` logs, `per_candidate[i]` of them matching candidate probe `i`;
+    /// chooses the probe once enough logs were seen, if `remaining_blocks` at the density seen hold enough
+    /// logs of `target_logs`-sized ranges to be worth surveying.
     pub(super) fn observe(
         &mut self,
         n_blocks: u64,
+        weight: u64,
         n_logs: u64,
         per_candidate: &[u64],
         remaining_blocks: u64,
@@ -131,7 +133,7 @@ impl Survey {
             .zip(per_candidate)
         {
             *total += n;
-            fit.add(n_blocks, n, n_logs);
+            fit.add(weight, n, n_logs);
         }
         self.n_logs += n_logs;
         self.n_blocks += n_blocks;

@@ -14,6 +14,7 @@ impl Planner {
             let remaining = self.end.saturating_sub(self.next) + 1;
             self.survey.observe(
                 range.len(),
+                self.addresses.weighted(range.start(), range.end()),
                 n_logs,
                 per_candidate,
                 remaining,
@@ -115,7 +116,10 @@ impl Planner {
         self.survey_start() <= self.end
             && self.survey.estimate(
                 self.survey.hits_from(self.next),
-                self.survey_start().saturating_sub(self.next),
+                match self.survey_start().checked_sub(1) {
+                    Some(last) if last >= self.next => self.addresses.weighted(self.next, last),
+                    _ => 0,
+                },
             ) < LOOKAHEAD_RANGES * self.config.target_logs as f64
     }
 

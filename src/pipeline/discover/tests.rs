@@ -170,6 +170,19 @@ fn a_child_emits_for_its_contract_from_the_block_of_its_creating_log() {
 }
 
 #[test]
+fn each_child_joins_once_registered_or_foreseen() {
+    let mut children = Children::default();
+    children.register(child(1, 10));
+    // Foreseen: one registered already, one new, and the first again for another contract.
+    let mut other = child(1, 30);
+    other.contract = 2;
+    children.foresee(vec![child(1, 10), child(2, 20), other]);
+    let mut joins = children.join_blocks();
+    joins.sort_unstable();
+    assert_eq!(joins, vec![10, 20, 30]);
+}
+
+#[test]
 fn foreseen_children_are_selected_from_their_block_and_not_filled_in_again() {
     let mut children = Children::default();
     let range = |a, b| BlockRange::new(a, b).expect("a range");

@@ -1,0 +1,122 @@
+//! Blocks weighed by the addresses a request carries there. Where a factory's children multiply, the logs
+//! that come regardless of the probe (`super::background`) are mostly theirs, and grow with their number:
+//! on the `factory` preset, as the square of the height. A fit per block lagged that growth, and ranges
+//! cut by it over a quiet stretch of the probe were refused one after another (a range estimated under
+//! 9,500 logs held 22,700). Counted per address and block instead, the children's logs are steady, and
+//! the ranges ahead are cut by the children known to exist there (read ahead of the backfill,
+//! `pipeline::foresight`). Without factories every block weighs one, as before. Pure arithmetic.
+
+use std::sync::Arc;
+
+use crate::primitives::BlockNumber;
+
+/// Per block, how many addresses the requests carry: none given, every block weighs one.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Addresses {
+    /// The block at which each address joins, sorted.
+    joins: Option<Arc<[BlockNumber]>>,
+}
+
+impl Addresses {
+    /// Addresses joining at `joins` (any order, one entry per address).
+    pub(super) fn joining_at(mut joins: Vec<BlockNumber>) -> Self {
+        joins.sort_unstable();
+        Self {
+            joins: Some(joins.into()),
+        }
+    }
+
+    /// Addresses that have joined by `block`, at least one.
+    fn at(joins: &[BlockNumber], block: BlockNumber) -> u64 {
+        (joins.partition_point(|&join| join <= block) as u64).max(1)
+    }
+
+    /// The weight of `from..=to`: its blocks, each times the addresses there (the mean of its ends', as
+    /// addresses only join); its blocks when no addresses were given.
+    pub(super) fn weighted(&self, from: BlockNumber, to: BlockNumber) -> u64 {
+        let blocks = (to + 1).saturating_sub(from);
+        match &self.joins {
+            None => blocks,
+            Some(joins) => {
+                let ends = Self::at(joins, from) + Self::at(joins, to);
+                (blocks.saturating_mul(ends) / 2).max(blocks)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{range, CONFIG};
+    use super::super::{Outcome, Planner};
+    use super::*;
+    use crate::primitives::BlockRange;
+
+    /// A planner that has counted four bursts of the probe (candidate 0, 9 other logs with each probe log)
+    /// and four quiet stretches below block 100, where 10 addresses log 0.2 a block each beside the probe,
+    /// then surveyed the blocks from 100 on: a quiet stretch, one probe hit every 100 blocks. From block 100
+    /// on, 90 more addresses (children) are asked for, each logging as much. Returns the range it cuts at
+    /// 100, with the blocks weighed by addresses or not.
+    fn range_where_children_multiplied(weighed: bool) -> BlockRange {
+        let mut planner = Planner::new(CONFIG, range(0, 1_000_000), []);
+        if weighed {
+            let mut joins = vec![0; 10];
+            joins.extend([100; 90]);
+            planner.weigh_by_addresses(joins);
+        }
+        let first = planner.next_range().unwrap();
+        assert_eq!(first, range(0, 99));
+        for _ in 0..4 {
+            // A burst: 30 blocks, 150 probe logs, 1,350 with them and 60 of the addresses.
+            planner.observe_mix(range(0, 29), 1_560, &[150, 1_410]);
+            // A quiet stretch: 100 blocks, 2 probe logs, 18 with them and 200 of the addresses.
+            planner.observe_mix(range(0, 99), 220, &[2, 218]);
+        }
+        planner.report(first, Outcome::Logs { n: 220 });
+        for _ in 0..16 {
+            let survey = planner.next_survey().expect("a probe was chosen");
+            let hits: Vec<u64> = (survey.range.start()..=survey.range.end())
+                .filter(|b| b % 100 == 0)
+                .collect();
+            planner.report_survey(survey, Ok(&hits));
+            if let Some(range) = planner.next_range() {
+                return range;
+            }
+        }
+        panic!("no range after 16 surveys");
+    }
+
+    #[test]
+    fn where_children_multiply_a_range_is_cut_by_them() {
+        // From block 100, 20 logs a block beside the probe's 0.1: 5,000 logs in about 250 blocks.
+        let weighed = range_where_children_multiplied(true);
+        assert_eq!(weighed.start(), 100);
+        assert!((180..=250).contains(&weighed.len()), "{weighed}");
+        // Blocks counted alike, the ten addresses' 2 logs a block were taken to go on: ten times as long.
+        let alike = range_where_children_multiplied(false);
+        assert!(alike.len() > 1_500, "{alike}");
+    }
+
+    #[test]
+    fn without_addresses_a_block_weighs_one() {
+        assert_eq!(Addresses::default().weighted(10, 19), 10);
+        assert_eq!(Addresses::default().weighted(5, 4), 0);
+    }
+
+    #[test]
+    fn blocks_weigh_the_addresses_joined_by_them() {
+        // Two contracts from block 0, children at 100, 100 and 200.
+        let addresses = Addresses::joining_at(vec![200, 0, 100, 0, 100]);
+        assert_eq!(addresses.weighted(0, 99), 200);
+        assert_eq!(addresses.weighted(100, 199), 400);
+        assert_eq!(addresses.weighted(200, 200), 5);
+        // Across a join: the mean of its ends.
+        assert_eq!(addresses.weighted(150, 249), 100 * (4 + 5) / 2);
+    }
+
+    #[test]
+    fn blocks_before_every_join_weigh_one() {
+        let addresses = Addresses::joining_at(vec![1_000]);
+        assert_eq!(addresses.weighted(0, 9), 10);
+    }
+}
