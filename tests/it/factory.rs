@@ -475,3 +475,32 @@ async fn children_are_read_ahead_in_the_longest_ranges(backend: Backend) {
     );
 }
 both_backends!(children_are_read_ahead_in_the_longest_ranges);
+
+/// Goal: where a factory's children multiply, ranges are cut by the children asked for there, not by the
+/// logs per block of the stretches behind (`planner::addresses`). Method: the `factory` preset's shape over
+/// 40,000 blocks, so its 1,500 pairs multiply as the square of the height, fetched without a store (the
+/// planner's requests are what is measured), one request at a time so the count is the same on every run.
+/// With every block weighed alike it took 22 refusals and 91 `eth_getLogs` requests for its 382,170 logs;
+/// weighed by the addresses, 7 and 70: the fetch must stay under the midpoints.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ranges_are_cut_by_the_children_asked_for() {
+    let mut chain = factory_chain_with_bursts(40_000, 1_500, 2);
+    chain.chain.factory = logslice::devnode::ChainConfig::factory_preset().factory;
+    let node = support::start(chain).await;
+    let work = Workdir::new();
+    let mut configured = support::all_contracts();
+    configured.push(factory_contract());
+    let path = work.write_config(&node.http_url(), &configured, "max_concurrency = 1", "");
+    add_children(&path, "v2_pair");
+    let config = logslice::config::load(&path).expect("config");
+    let report = logslice::pipeline::fetch_only(&config, Target::Number(39_990))
+        .await
+        .expect("fetch");
+    assert!(
+        report.splits <= 14 && report.log_requests <= 80,
+        "{} refusals and {} eth_getLogs requests for {} logs: every block weighed alike?",
+        report.splits,
+        report.log_requests,
+        report.logs
+    );
+}
