@@ -10,6 +10,15 @@ use std::sync::Arc;
 
 use crate::primitives::BlockNumber;
 
+/// A stretch of blocks as the survey's background counts it: its blocks, and their weight in addresses.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct Extent {
+    /// Blocks.
+    pub blocks: u64,
+    /// Blocks times the addresses asked for in each ([`Addresses::weighted`]).
+    pub weight: u64,
+}
+
 /// Per block, how many addresses the requests carry: none given, every block weighs one.
 #[derive(Debug, Clone, Default)]
 pub(super) struct Addresses {
@@ -31,9 +40,17 @@ impl Addresses {
         (joins.partition_point(|&join| join <= block) as u64).max(1)
     }
 
+    /// `from..=to` as the survey's background counts it.
+    pub(super) fn extent(&self, from: BlockNumber, to: BlockNumber) -> Extent {
+        Extent {
+            blocks: (to + 1).saturating_sub(from),
+            weight: self.weighted(from, to),
+        }
+    }
+
     /// The weight of `from..=to`: its blocks, each times the addresses there (the mean of its ends', as
     /// addresses only join); its blocks when no addresses were given.
-    pub(super) fn weighted(&self, from: BlockNumber, to: BlockNumber) -> u64 {
+    fn weighted(&self, from: BlockNumber, to: BlockNumber) -> u64 {
         let blocks = (to + 1).saturating_sub(from);
         match &self.joins {
             None => blocks,
@@ -52,27 +69,35 @@ mod tests {
     use super::*;
     use crate::primitives::BlockRange;
 
-    /// A planner that has counted four bursts of the probe (candidate 0, 9 other logs with each probe log)
-    /// and four quiet stretches below block 100, where 10 addresses log 0.2 a block each beside the probe,
-    /// then surveyed the blocks from 100 on: a quiet stretch, one probe hit every 100 blocks. From block 100
-    /// on, 90 more addresses (children) are asked for, each logging as much. Returns the range it cuts at
-    /// 100, with the blocks weighed by addresses or not.
-    fn range_where_children_multiplied(weighed: bool) -> BlockRange {
+    /// Addresses asked for at `block` in [`range_where_children_multiply`]: 10 contracts, then a child
+    /// joining at each block up to 90.
+    fn addresses_at(block: u64) -> u64 {
+        10 + block.min(90)
+    }
+
+    /// A planner that has counted, four times over, two bursts of the probe (candidate 0, 9 other logs with
+    /// each probe log) and two quiet stretches below block 90, each address logging 0.2 a block beside
+    /// the probe as children join; then surveyed the blocks from 100 on: a quiet stretch, one probe hit
+    /// every 100 blocks, 100 addresses. Returns the range it cuts at 100, with the blocks weighed by
+    /// addresses or not.
+    fn range_where_children_multiply(weighed: bool) -> BlockRange {
         let mut planner = Planner::new(CONFIG, range(0, 1_000_000), []);
         if weighed {
             let mut joins = vec![0; 10];
-            joins.extend([100; 90]);
+            joins.extend(1..=90);
             planner.weigh_by_addresses(joins);
         }
         let first = planner.next_range().unwrap();
         assert_eq!(first, range(0, 99));
+        let background =
+            |from: u64, to: u64| -> u64 { (from..=to).map(addresses_at).sum::<u64>() / 5 };
         for _ in 0..4 {
-            // A burst: 30 blocks, 150 probe logs, 1,350 with them and 60 of the addresses.
-            planner.observe_mix(range(0, 29), 1_560, &[150, 1_410]);
-            // A quiet stretch: 100 blocks, 2 probe logs, 18 with them and 200 of the addresses.
-            planner.observe_mix(range(0, 99), 220, &[2, 218]);
+            for (from, to, probe) in [(0, 29, 150), (0, 89, 2), (60, 89, 150), (30, 59, 1)] {
+                let others = 9 * probe + background(from, to);
+                planner.observe_mix(range(from, to), probe + others, &[probe, others]);
+            }
         }
-        planner.report(first, Outcome::Logs { n: 220 });
+        planner.report(first, Outcome::Logs { n: 1_000 });
         for _ in 0..16 {
             let survey = planner.next_survey().expect("a probe was chosen");
             let hits: Vec<u64> = (survey.range.start()..=survey.range.end())
@@ -89,12 +114,12 @@ mod tests {
     #[test]
     fn where_children_multiply_a_range_is_cut_by_them() {
         // From block 100, 20 logs a block beside the probe's 0.1: 5,000 logs in about 250 blocks.
-        let weighed = range_where_children_multiplied(true);
+        let weighed = range_where_children_multiply(true);
         assert_eq!(weighed.start(), 100);
         assert!((180..=250).contains(&weighed.len()), "{weighed}");
-        // Blocks counted alike, the ten addresses' 2 logs a block were taken to go on: ten times as long.
-        let alike = range_where_children_multiplied(false);
-        assert!(alike.len() > 1_500, "{alike}");
+        // Blocks counted alike, the answers averaged 4-17 logs a block, the newest the most.
+        let alike = range_where_children_multiply(false);
+        assert!(alike.len() > 350, "{alike}");
     }
 
     #[test]

@@ -15,6 +15,8 @@
 //! (52 -> 26 refused), 277-284 -> 227-257 at eight; the simulated presets, whose contracts rise and fall
 //! together, are within a few requests of before (12,171 -> 12,188 over 40 chains, overcap seed 7 +18).
 
+use super::addresses::Extent;
+
 /// Answers to see before a fit is trusted.
 const MIN_ANSWERS: u64 = 6;
 /// Share of the recent logs that the background must carry for the fit to be used.
@@ -22,6 +24,9 @@ const MIN_BACKGROUND_SHARE: f64 = 0.1;
 /// Each answer counted scales the sums before it by this: the background where children multiply grows
 /// along the chain, and a fit over all answers lagged it by half.
 const DECAY: f64 = 0.8;
+/// The fit by blocks is used only where its miss is under this share of the fit by addresses': a factory's
+/// children are the likelier background, and where they add nothing the two fits are the same.
+const BLOCKS_MISS_RATIO: f64 = 0.5;
 /// Standard deviations under its count that a fitted coefficient is taken at (as the share's).
 const SIGMAS: f64 = 2.0;
 
@@ -107,6 +112,66 @@ impl Fit {
     }
 }
 
+/// The fit by blocks and the fit by addresses (`super::addresses`), and how far each missed the answers it
+/// forecast: the estimate uses the one that missed less. A factory's children make most of the background
+/// where they are busy, and then it grows with them; where they are quiet, the background is the configured
+/// contracts', and weighing it by children that multiply would cut ranges short by as much as it once cut
+/// them long. Without factories both fits are the same, and the one by blocks is used.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Fits {
+    by_blocks: Fit,
+    by_addresses: Fit,
+    /// Per fit, its decayed sum of squared log-ratios of forecast to answer.
+    miss: [f64; 2],
+}
+
+impl Fits {
+    /// Counts an answer of `logs` logs over `extent`, `probe_logs` of them the probe's; first scores each
+    /// fit's forecast of it.
+    pub(super) fn add(&mut self, extent: Extent, probe_logs: u64, logs: u64) {
+        let fits = [
+            (&mut self.by_blocks, extent.blocks),
+            (&mut self.by_addresses, extent.weight),
+        ];
+        for (miss, (fit, measure)) in self.miss.iter_mut().zip(fits) {
+            if let Some(background) = fit.background() {
+                let forecast = background.estimate(probe_logs, measure, 0.0).max(1.0);
+                let ratio = (forecast / logs.max(1) as f64).ln();
+                *miss = *miss * DECAY + ratio * ratio;
+            }
+            fit.add(measure, probe_logs, logs);
+        }
+    }
+
+    /// Estimated logs of `hits` probe hits over `extent` by the fit that forecast better, plus `sigmas`
+    /// standard deviations; `None` where that fit found no background.
+    pub(super) fn estimate(&self, hits: u64, extent: Extent, sigmas: f64) -> Option<f64> {
+        let measure = if self.by_addresses_forecast_better() {
+            extent.weight
+        } else {
+            extent.blocks
+        };
+        Some(self.chosen().background()?.estimate(hits, measure, sigmas))
+    }
+
+    /// Whether the fit used found a background.
+    pub(super) fn has_background(&self) -> bool {
+        self.chosen().background().is_some()
+    }
+
+    fn by_addresses_forecast_better(&self) -> bool {
+        self.miss[0] >= BLOCKS_MISS_RATIO * self.miss[1]
+    }
+
+    fn chosen(&self) -> &Fit {
+        if self.by_addresses_forecast_better() {
+            &self.by_addresses
+        } else {
+            &self.by_blocks
+        }
+    }
+}
+
 impl Background {
     /// Estimated logs of `hits` probe hits over `blocks` blocks, plus `sigmas` standard deviations of the
     /// Poisson error of both parts.
@@ -162,6 +227,46 @@ mod tests {
             fit.add(blocks, probe, probe * 30);
         }
         assert_eq!(fit.background(), None);
+    }
+
+    /// Answers over extents whose addresses grow tenfold, each with `probe` probe logs, 24 other logs with
+    /// each, and `background(extent)` more: the `Fits` they leave.
+    fn fits_of(background: impl Fn(Extent) -> u64) -> Fits {
+        let mut fits = Fits::default();
+        for step in 1..=12u64 {
+            for (blocks, probe) in [(30, 200), (600, 20)] {
+                let extent = Extent {
+                    blocks,
+                    weight: blocks * 10 * step,
+                };
+                fits.add(extent, probe, probe * 25 + background(extent));
+            }
+        }
+        fits
+    }
+
+    #[test]
+    fn a_background_that_grows_with_the_addresses_is_fitted_by_them() {
+        // 0.2 logs a block per address: ahead, 150 addresses over 1,000 blocks hold 30,000.
+        let fits = fits_of(|extent| extent.weight / 5);
+        let ahead = Extent {
+            blocks: 1_000,
+            weight: 150_000,
+        };
+        let estimate = fits.estimate(0, ahead, 0.0).expect("a background");
+        assert!((28_000.0..33_000.0).contains(&estimate), "{estimate}");
+    }
+
+    #[test]
+    fn a_steady_background_beside_multiplying_addresses_is_fitted_by_blocks() {
+        // The configured contracts' 8 logs a block, the children quiet: ahead, 8,000 in 1,000 blocks.
+        let fits = fits_of(|extent| extent.blocks * 8);
+        let ahead = Extent {
+            blocks: 1_000,
+            weight: 150_000,
+        };
+        let estimate = fits.estimate(0, ahead, 0.0).expect("a background");
+        assert!((7_500.0..8_800.0).contains(&estimate), "{estimate}");
     }
 
     #[test]

@@ -317,7 +317,7 @@ impl Planner {
             && self.survey.covers(range.start())
             && self.survey.estimate(
                 self.survey.hits_within(BlockRange::single(range.start())),
-                self.addresses.weighted(range.start(), range.start()),
+                self.addresses.extent(range.start(), range.start()),
             ) > self.config.target_logs as f64 * OVERFLOW_MARGIN
     }
 
@@ -352,11 +352,11 @@ impl Planner {
             let limit = hard_last.min(surveyed.end());
             // Estimated logs of `start..=last` holding `hits` hits.
             let estimate = |hits: u64, last: BlockNumber| {
-                let weight = self.addresses.weighted(start, last);
-                if last - start < FEW_BLOCKS {
-                    self.survey.estimate(hits, weight)
+                let extent = self.addresses.extent(start, last);
+                if extent.blocks <= FEW_BLOCKS {
+                    self.survey.estimate(hits, extent)
                 } else {
-                    self.survey.upper_estimate(hits, weight)
+                    self.survey.upper_estimate(hits, extent)
                 }
             };
             // A block that alone looks over the target still goes alone: the node decides.
@@ -539,7 +539,7 @@ impl Planner {
             && self.survey.covers(measured.end())
             && self.survey.estimate(
                 self.survey.hits_within(measured),
-                self.addresses.weighted(measured.start(), measured.end()),
+                self.addresses.extent(measured.start(), measured.end()),
             ) < SURPRISE * logs
         {
             self.survey.distrust(distrusted);

@@ -15,7 +15,8 @@ use std::collections::BTreeMap;
 
 use crate::primitives::{BlockNumber, BlockRange};
 
-use super::background::{Background, Fit};
+use super::addresses::Extent;
+use super::background::Fits;
 
 /// Full-answer logs to see before a probe is chosen. Few are enough: the share is taken two standard
 /// deviations low and sharpens with every answer, while each answer awaited without a probe is a range
@@ -57,7 +58,7 @@ pub(super) struct Survey {
     /// Per candidate probe, its logs among them.
     per_candidate: Vec<u64>,
     /// Per candidate probe, the answers fitted to its logs and their blocks (`super::background`).
-    fits: Vec<Fit>,
+    fits: Vec<Fits>,
     /// The chosen probe (an index into the candidates the fetcher offered).
     pub(super) probe: Option<usize>,
     /// No usable probe: the planner cuts by learned span only.
@@ -106,14 +107,12 @@ impl Survey {
         }
     }
 
-    /// Counts a full answer of `n_blocks` blocks (of `weight` in the background's units,
-    /// `super::addresses`) holding `n_logs` logs, `per_candidate[i]` of them matching candidate probe `i`;
-    /// chooses the probe once enough logs were seen, if `remaining_blocks` at the density seen hold enough
-    /// logs of `target_logs`-sized ranges to be worth surveying.
+    /// Counts a full answer over `extent` holding `n_logs` logs, `per_candidate[i]` of them matching
+    /// candidate probe `i`; chooses the probe once enough logs were seen, if `remaining_blocks` at the
+    /// density seen hold enough logs of `target_logs`-sized ranges to be worth surveying.
     pub(super) fn observe(
         &mut self,
-        n_blocks: u64,
-        weight: u64,
+        extent: Extent,
         n_logs: u64,
         per_candidate: &[u64],
         remaining_blocks: u64,
@@ -124,7 +123,7 @@ impl Survey {
         }
         if self.per_candidate.len() < per_candidate.len() {
             self.per_candidate.resize(per_candidate.len(), 0);
-            self.fits.resize(per_candidate.len(), Fit::default());
+            self.fits.resize(per_candidate.len(), Fits::default());
         }
         for ((total, fit), &n) in self
             .per_candidate
@@ -133,10 +132,10 @@ impl Survey {
             .zip(per_candidate)
         {
             *total += n;
-            fit.add(weight, n, n_logs);
+            fit.add(extent, n, n_logs);
         }
         self.n_logs += n_logs;
-        self.n_blocks += n_blocks;
+        self.n_blocks += extent.blocks;
         self.n_answers += 1;
         let remaining_logs =
             self.n_logs as f64 / self.n_blocks.max(1) as f64 * remaining_blocks as f64;
@@ -294,16 +293,16 @@ impl Survey {
         self.coverage(block).is_some()
     }
 
-    /// The fitted background of the probe's answers, where there is one.
-    fn background(&self) -> Option<Background> {
-        self.fits.get(self.probe?)?.background()
+    /// The fits of the probe's answers.
+    fn fits(&self) -> Option<&Fits> {
+        self.fits.get(self.probe?)
     }
 
-    /// Estimated logs of `hits` probe hits over `blocks` blocks, plus [`SIGMAS`] standard deviations of
-    /// their Poisson error: by the fitted background where there is one, else by the probe's share.
-    pub(super) fn upper_estimate(&self, hits: u64, blocks: u64) -> f64 {
-        if let Some(background) = self.background() {
-            return background.estimate(hits, blocks, SIGMAS);
+    /// Estimated logs of `hits` probe hits over `extent`, plus [`SIGMAS`] standard deviations of their
+    /// Poisson error: by the fitted background where there is one, else by the probe's share.
+    pub(super) fn upper_estimate(&self, hits: u64, extent: Extent) -> f64 {
+        if let Some(estimate) = self.fits().and_then(|f| f.estimate(hits, extent, SIGMAS)) {
+            return estimate;
         }
         let Some(share) = self.share() else {
             return f64::INFINITY;
@@ -311,11 +310,10 @@ impl Survey {
         (hits as f64 + SIGMAS * (hits as f64 + 1.0).sqrt()) / share
     }
 
-    /// Estimated logs of `hits` probe hits over `blocks` blocks, as [`Self::upper_estimate`] without the
-    /// error.
-    pub(super) fn estimate(&self, hits: u64, blocks: u64) -> f64 {
-        if let Some(background) = self.background() {
-            return background.estimate(hits, blocks, 0.0);
+    /// Estimated logs of `hits` probe hits over `extent`, as [`Self::upper_estimate`] without the error.
+    pub(super) fn estimate(&self, hits: u64, extent: Extent) -> f64 {
+        if let Some(estimate) = self.fits().and_then(|f| f.estimate(hits, extent, 0.0)) {
+            return estimate;
         }
         self.share()
             .map_or(f64::INFINITY, |share| hits as f64 / share)
@@ -323,7 +321,7 @@ impl Survey {
 
     /// Whether the estimate grows with blocks as well as with hits.
     pub(super) fn has_background(&self) -> bool {
-        self.background().is_some()
+        self.fits().is_some_and(Fits::has_background)
     }
 
     /// Probe hits in `range`, all told.

@@ -4,6 +4,7 @@
 
 use crate::primitives::{BlockNumber, BlockRange};
 
+use super::addresses::Extent;
 use super::{survey, Outcome, Planner, SurveyRequest, LOOKAHEAD_RANGES, MIN_SPOT_BLOCKS};
 
 impl Planner {
@@ -13,8 +14,7 @@ impl Planner {
         if range.start() >= self.sampling_from {
             let remaining = self.end.saturating_sub(self.next) + 1;
             self.survey.observe(
-                range.len(),
-                self.addresses.weighted(range.start(), range.end()),
+                self.addresses.extent(range.start(), range.end()),
                 n_logs,
                 per_candidate,
                 remaining,
@@ -117,8 +117,8 @@ impl Planner {
             && self.survey.estimate(
                 self.survey.hits_from(self.next),
                 match self.survey_start().checked_sub(1) {
-                    Some(last) if last >= self.next => self.addresses.weighted(self.next, last),
-                    _ => 0,
+                    Some(last) => self.addresses.extent(self.next, last),
+                    None => Extent::default(),
                 },
             ) < LOOKAHEAD_RANGES * self.config.target_logs as f64
     }
