@@ -8,8 +8,9 @@
 //! that come with each probe log, `β` the logs per block that come regardless (weighted least squares,
 //! each answer by `1 / n`, as a count's variance grows with it). A fit is used only where the background
 //! carries a tenth of the recent logs or more; otherwise the share alone estimates, as before. The sums decay
-//! by [`DECAY`] per answer, so the fit follows a background that grows along the chain. With factories, `b`
-//! counts each block once per address asked for there (`super::addresses`). Pure arithmetic.
+//! by [`DECAY`] per answer, so the fit follows a background that grows along the chain. With factories, a second
+//! fit counts each block once per address asked for there (`super::addresses`), and [`Fits`] uses it
+//! unless the fit by blocks forecast the answers clearly better. Pure arithmetic.
 //!
 //! Measured (`docs/BENCHMARKS.md`): `bench --preset factory`, 251 -> 205 `eth_getLogs` one request at a time
 //! (52 -> 26 refused), 277-284 -> 227-257 at eight; the simulated presets, whose contracts rise and fall
