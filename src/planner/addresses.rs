@@ -64,7 +64,7 @@ impl Addresses {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::{range, CONFIG};
+    use super::super::tests::{range, range_after_quiet_surveys, CONFIG};
     use super::super::{Outcome, Planner};
     use super::*;
     use crate::primitives::BlockRange;
@@ -98,17 +98,7 @@ mod tests {
             }
         }
         planner.report(first, Outcome::Logs { n: 1_000 });
-        for _ in 0..16 {
-            let survey = planner.next_survey().expect("a probe was chosen");
-            let hits: Vec<u64> = (survey.range.start()..=survey.range.end())
-                .filter(|b| b % 100 == 0)
-                .collect();
-            planner.report_survey(survey, Ok(&hits));
-            if let Some(range) = planner.next_range() {
-                return range;
-            }
-        }
-        panic!("no range after 16 surveys");
+        range_after_quiet_surveys(&mut planner)
     }
 
     #[test]

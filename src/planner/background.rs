@@ -184,7 +184,7 @@ impl Background {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::{range, CONFIG};
+    use super::super::tests::{range, range_after_quiet_surveys, CONFIG};
     use super::super::{Outcome, Planner};
     use super::*;
     use crate::primitives::BlockRange;
@@ -230,6 +230,12 @@ mod tests {
         assert_eq!(fit.background(), None);
     }
 
+    /// The stretch ahead in the tests of [`Fits`]: 1,000 blocks, 150 addresses in each.
+    const AHEAD: Extent = Extent {
+        blocks: 1_000,
+        weight: 150_000,
+    };
+
     /// Answers over extents whose addresses grow tenfold, each with `probe` probe logs, 24 other logs with
     /// each, and `background(extent)` more: the `Fits` they leave.
     fn fits_of(background: impl Fn(Extent) -> u64) -> Fits {
@@ -250,11 +256,7 @@ mod tests {
     fn a_background_that_grows_with_the_addresses_is_fitted_by_them() {
         // 0.2 logs a block per address: ahead, 150 addresses over 1,000 blocks hold 30,000.
         let fits = fits_of(|extent| extent.weight / 5);
-        let ahead = Extent {
-            blocks: 1_000,
-            weight: 150_000,
-        };
-        let estimate = fits.estimate(0, ahead, 0.0).expect("a background");
+        let estimate = fits.estimate(0, AHEAD, 0.0).expect("a background");
         assert!((28_000.0..33_000.0).contains(&estimate), "{estimate}");
     }
 
@@ -262,11 +264,7 @@ mod tests {
     fn a_steady_background_beside_multiplying_addresses_is_fitted_by_blocks() {
         // The configured contracts' 8 logs a block, the children quiet: ahead, 8,000 in 1,000 blocks.
         let fits = fits_of(|extent| extent.blocks * 8);
-        let ahead = Extent {
-            blocks: 1_000,
-            weight: 150_000,
-        };
-        let estimate = fits.estimate(0, ahead, 0.0).expect("a background");
+        let estimate = fits.estimate(0, AHEAD, 0.0).expect("a background");
         assert!((7_500.0..8_800.0).contains(&estimate), "{estimate}");
     }
 
@@ -307,18 +305,7 @@ mod tests {
             planner.observe_mix(range(0, 999), n, &[10, n - 10]);
         }
         planner.report(first, Outcome::Logs { n: 100 });
-        for _ in 0..16 {
-            let survey = planner.next_survey().expect("a probe was chosen");
-            assert_eq!(survey.probe, 0);
-            let hits: Vec<u64> = (survey.range.start()..=survey.range.end())
-                .filter(|b| b % 100 == 0)
-                .collect();
-            planner.report_survey(survey, Ok(&hits));
-            if let Some(range) = planner.next_range() {
-                return range;
-            }
-        }
-        panic!("no range after 16 surveys");
+        range_after_quiet_surveys(&mut planner)
     }
 
     #[test]

@@ -11,6 +11,23 @@ pub(super) fn range(a: u64, b: u64) -> BlockRange {
     BlockRange::new(a, b).unwrap()
 }
 
+/// Answers `planner`'s surveys of probe candidate 0 with one hit every 100 blocks (a quiet stretch) until it
+/// cuts a range; returns that range.
+pub(super) fn range_after_quiet_surveys(planner: &mut Planner) -> BlockRange {
+    for _ in 0..16 {
+        let survey = planner.next_survey().expect("a probe was chosen");
+        assert_eq!(survey.probe, 0);
+        let hits: Vec<u64> = (survey.range.start()..=survey.range.end())
+            .filter(|b| b % 100 == 0)
+            .collect();
+        planner.report_survey(survey, Ok(&hits));
+        if let Some(range) = planner.next_range() {
+            return range;
+        }
+    }
+    panic!("no range after 16 surveys");
+}
+
 #[test]
 fn grows_the_span_where_logs_are_sparse() {
     let mut planner = Planner::new(CONFIG, range(0, 1_000_000), []);
