@@ -8,9 +8,9 @@
 //! that come with each probe log, `β` the logs per block that come regardless (weighted least squares,
 //! each answer by `1 / n`, as a count's variance grows with it). A fit is used only where the background
 //! carries a tenth of the recent logs or more; otherwise the share alone estimates, as before. The sums decay
-//! by [`DECAY`] per answer, so the fit follows a background that grows along the chain. With factories, a second
-//! fit counts each block once per address asked for there (`super::addresses`), and [`Fits`] uses it
-//! unless the fit by blocks forecast the answers clearly better. Pure arithmetic.
+//! by [`DECAY`] per answer, so the fit follows a background that grows along the chain. With factories, a
+//! second fit counts each block once per address asked for there (`super::addresses`), and [`Fits`] uses
+//! it unless the fit by blocks forecast the answers clearly better. Pure arithmetic.
 //!
 //! Measured (`docs/BENCHMARKS.md`): `bench --preset factory`, 251 -> 205 `eth_getLogs` one request at a time
 //! (52 -> 26 refused), 277-284 -> 227-257 at eight; the simulated presets, whose contracts rise and fall
@@ -114,10 +114,11 @@ impl Fit {
 }
 
 /// The fit by blocks and the fit by addresses (`super::addresses`), and how far each missed the answers it
-/// forecast: the estimate uses the one that missed less. A factory's children make most of the background
-/// where they are busy, and then it grows with them; where they are quiet, the background is the configured
-/// contracts', and weighing it by children that multiply would cut ranges short by as much as it once cut
-/// them long. Without factories both fits are the same, and the one by blocks is used.
+/// forecast: the estimate uses the fit by addresses unless the one by blocks missed under
+/// [`BLOCKS_MISS_RATIO`] of it. A factory's children make most of the background where they are busy, and
+/// then it grows with them; where they are quiet, the background is the configured contracts', and weighing
+/// it by children that multiply would cut ranges short by as much as it once cut them long. Without
+/// factories the two fits are the same.
 #[derive(Debug, Clone, Default)]
 pub(super) struct Fits {
     by_blocks: Fit,
@@ -144,10 +145,10 @@ impl Fits {
         }
     }
 
-    /// Estimated logs of `hits` probe hits over `extent` by the fit that forecast better, plus `sigmas`
-    /// standard deviations; `None` where that fit found no background.
+    /// Estimated logs of `hits` probe hits over `extent` by the fit chosen, plus `sigmas` standard
+    /// deviations; `None` where that fit found no background.
     pub(super) fn estimate(&self, hits: u64, extent: Extent, sigmas: f64) -> Option<f64> {
-        let measure = if self.by_addresses_forecast_better() {
+        let measure = if self.by_addresses_chosen() {
             extent.weight
         } else {
             extent.blocks
@@ -160,12 +161,12 @@ impl Fits {
         self.chosen().background().is_some()
     }
 
-    fn by_addresses_forecast_better(&self) -> bool {
+    fn by_addresses_chosen(&self) -> bool {
         self.miss[0] >= BLOCKS_MISS_RATIO * self.miss[1]
     }
 
     fn chosen(&self) -> &Fit {
-        if self.by_addresses_forecast_better() {
+        if self.by_addresses_chosen() {
             &self.by_addresses
         } else {
             &self.by_blocks
