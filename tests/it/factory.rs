@@ -377,15 +377,9 @@ both_backends!(children_read_ahead_leave_no_range_to_fill_in);
 /// not even the head read (selected while the backfill runs) is filled in. Method: the `factory` preset's
 /// chain cut to 20,000 blocks, synced to the head; every table against the truth, no filling.
 async fn the_factory_preset_shape_is_exact(backend: Backend) {
-    let mut config = factory_chain_with_bursts(20_000, 1_500, 2);
-    config.chain.factory = logslice::devnode::ChainConfig::factory_preset().factory;
-    let node = support::start(config).await;
-    let truth = node.truth();
     let work = Workdir::with(backend).await;
-    let mut configured = support::all_contracts();
-    configured.push(factory_contract());
-    let path = work.write_config(&node.http_url(), &configured, "", "");
-    add_children(&path, "v2_pair");
+    let (node, path, configured) = factory_preset_shape(20_000, &work, "").await;
+    let truth = node.truth();
     let report = support::sync(&path, Target::Latest).await.expect("sync");
     let target = report.target;
     let children = truth.factory_children(0, target);
@@ -403,6 +397,28 @@ async fn the_factory_preset_shape_is_exact(backend: Backend) {
     );
 }
 both_backends!(the_factory_preset_shape_is_exact);
+
+/// A node of `blocks` blocks shaped like the `factory` preset, and the config in `work` of the default
+/// contracts, the factory and its pairs (as `v2_pair`), with `node_extra` in `[node]`: the node, the
+/// config's path and the contracts configured before the pairs.
+async fn factory_preset_shape(
+    blocks: u64,
+    work: &Workdir,
+    node_extra: &str,
+) -> (
+    logslice::devnode::DevNode,
+    std::path::PathBuf,
+    Vec<Contract>,
+) {
+    let mut chain = factory_chain_with_bursts(blocks, 1_500, 2);
+    chain.chain.factory = logslice::devnode::ChainConfig::factory_preset().factory;
+    let node = support::start(chain).await;
+    let mut configured = support::all_contracts();
+    configured.push(factory_contract());
+    let path = work.write_config(&node.http_url(), &configured, node_extra, "");
+    add_children(&path, "v2_pair");
+    (node, path, configured)
+}
 
 /// Syncs the factory and its pairs on a node of `chain` to `target`, one request at a time (so the requests
 /// counted are the same on every run); asserts every table equals the truth, and returns the sync's report.
@@ -484,14 +500,8 @@ both_backends!(children_are_read_ahead_in_the_longest_ranges);
 /// weighed by the addresses, 7 and 70: the fetch must stay under the midpoints.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ranges_are_cut_by_the_children_asked_for() {
-    let mut chain = factory_chain_with_bursts(40_000, 1_500, 2);
-    chain.chain.factory = logslice::devnode::ChainConfig::factory_preset().factory;
-    let node = support::start(chain).await;
     let work = Workdir::new();
-    let mut configured = support::all_contracts();
-    configured.push(factory_contract());
-    let path = work.write_config(&node.http_url(), &configured, "max_concurrency = 1", "");
-    add_children(&path, "v2_pair");
+    let (_node, path, _) = factory_preset_shape(40_000, &work, "max_concurrency = 1").await;
     let config = logslice::config::load(&path).expect("config");
     let report = logslice::pipeline::fetch_only(&config, Target::Number(39_990))
         .await
