@@ -58,10 +58,13 @@ impl<'a> super::Ctx<'a> {
         // Batches are checked and encoded where they are decoded, so the writer only writes.
         let encoder = self.sink.encoder();
         let (job, sink, db, observer) = (&self.job, &mut self.sink, &self.db, self.observer);
-        // The next batch is decoded while this one commits: the commit's statements run on the database's
-        // own thread (SQLite) or server (Postgres), so decoding and encoding here overlap them. Measured on
-        // the default chain: decoding is about a tenth of the writer's time. One decoded batch waits at most,
-        // and the next is gathered only once its place is free, so no more is held than before this stage.
+        // The next batch is decoded while this one commits: the statements that wait for SQLite's own thread
+        // (`BEGIN`, `COMMIT`) or for the Postgres server let the decoding run. SQLite's inserts run on this
+        // task's thread (`sink::sqlite_bind`), so decoding waits for them, and the writer's next statement
+        // waits until the decoding yields; moving either to a thread of its own was measured and did not pay
+        // on 2 cores, where the sync is bound by CPU as a whole (docs/BENCHMARKS.md, ninth session). One
+        // decoded batch waits at most, and the next is gathered only once its place is free, so no more is
+        // held than before this stage.
         let (decoded_tx, mut decoded_rx) = mpsc::channel::<Part>(1);
         let decoding = async move {
             let mut decode_report = SyncReport::default();

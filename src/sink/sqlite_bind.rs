@@ -55,8 +55,10 @@ pub(super) async fn insert(conn: &mut SqliteConnection, all: &[TableRows]) -> Re
     })
 }
 
-/// Runs `work` on this thread, telling a multi-threaded runtime first so that its other tasks move to
-/// another worker meanwhile (the writer's statements take tens of milliseconds per batch).
+/// Runs `work` on this thread, telling a multi-threaded runtime first so that, on one of its workers, its
+/// other tasks move to another worker meanwhile (the writer's statements take tens of milliseconds per
+/// batch). Whatever else the calling task runs (the backfill's decoding) waits; the sync's writer runs on
+/// the thread that blocks on the runtime, not on a worker, so there this only runs `work`.
 fn blocking<T>(work: impl FnOnce() -> T) -> T {
     use tokio::runtime::{Handle, RuntimeFlavor};
     match Handle::try_current().map(|h| h.runtime_flavor()) {
