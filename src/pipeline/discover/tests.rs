@@ -112,6 +112,14 @@ fn child(n: u8, block: u64) -> Child {
     }
 }
 
+/// [`child`], as a child of the second configured contract.
+fn child_of_the_second(n: u8, block: u64) -> Child {
+    Child {
+        contract: 2,
+        ..child(n, block)
+    }
+}
+
 #[test]
 fn a_range_counts_the_children_its_selections_covered() {
     let mut children = Children::default();
@@ -150,9 +158,7 @@ fn a_range_counts_the_children_its_selections_covered() {
 fn a_child_emits_for_its_contract_from_the_block_of_its_creating_log() {
     let mut children = Children::default();
     children.register(child(1, 10));
-    let mut other = child(1, 20);
-    other.contract = 2;
-    children.register(other);
+    children.register(child_of_the_second(1, 20));
     assert!(children
         .emitters(&address(1), 9)
         .collect::<Vec<_>>()
@@ -174,9 +180,7 @@ fn each_child_joins_once_registered_or_foreseen() {
     let mut children = Children::default();
     children.register(child(1, 10));
     // Foreseen: one registered already, one new, and the first again for another contract.
-    let mut other = child(1, 30);
-    other.contract = 2;
-    children.foresee(vec![child(1, 10), child(2, 20), other]);
+    children.foresee(vec![child(1, 10), child(2, 20), child_of_the_second(1, 30)]);
     let mut joins = children.join_blocks();
     joins.sort_unstable();
     assert_eq!(joins, vec![10, 20, 30]);
