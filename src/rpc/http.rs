@@ -1,11 +1,11 @@
 //! JSON-RPC over HTTP POST (reqwest with rustls/ring). The body is read incrementally up to
 //! `max_response_bytes`; reqwest errors are stripped of their URL, which carries the API key.
 
-use tokio::sync::{Semaphore, SemaphorePermit};
+use tokio::sync::MutexGuard;
 
 use crate::config::SecretUrl;
 
-use super::{ClientOptions, Error};
+use super::{AnswerSlot, ClientOptions, Error, MAX_KEPT_ANSWER_BYTES};
 
 pub(super) struct HttpTransport {
     client: reqwest::Client,
@@ -32,13 +32,13 @@ impl HttpTransport {
         })
     }
 
-    /// Posts `body`; once the answer's headers are in, waits for a permit of `answers` and reads the body,
-    /// which is returned with the permit (the caller parses it before letting go).
+    /// Posts `body`; once the answer's headers are in, waits for `answers` and reads the body into its
+    /// buffer, which the caller parses before letting go.
     pub(super) async fn post<'a>(
         &self,
         body: String,
-        answers: &'a Semaphore,
-    ) -> Result<(Vec<u8>, SemaphorePermit<'a>), Error> {
+        answers: &'a AnswerSlot,
+    ) -> Result<Answer<'a>, Error> {
         let mut response = self
             .client
             .post(self.url.expose().clone())
@@ -60,14 +60,14 @@ impl HttpTransport {
                 retry_after,
             });
         }
-        let permit = answers
-            .acquire()
-            .await
-            .expect("the semaphore is never closed");
-        // Sized once from Content-Length (bounded by the limit) instead of doubling towards it: a 6 MB
-        // answer would otherwise pass through 1, 2, 4 and 8 MB buffers, copying each time.
+        let mut answer = Answer(answers.lock().await);
+        let body = &mut answer.0;
+        body.clear();
+        // Sized from Content-Length (bounded by the limit) instead of doubling towards it: a 6 MB answer
+        // would otherwise pass through 1, 2, 4 and 8 MB buffers, copying each time. The buffer is kept from
+        // the answers before, so this seldom allocates.
         let expected = response.content_length().unwrap_or(0);
-        let mut body = Vec::with_capacity(expected.min(self.max_response_bytes as u64) as usize);
+        body.reserve(expected.min(self.max_response_bytes as u64) as usize);
         while let Some(chunk) = response.chunk().await.map_err(transport_error)? {
             if body.len() + chunk.len() > self.max_response_bytes {
                 return Err(Error::TooLarge {
@@ -76,7 +76,24 @@ impl HttpTransport {
             }
             body.extend_from_slice(&chunk);
         }
-        Ok((body, permit))
+        Ok(answer)
+    }
+}
+
+/// An answer's body, in the client's one answer buffer, held until it is parsed.
+pub(super) struct Answer<'a>(MutexGuard<'a, Vec<u8>>);
+
+impl Answer<'_> {
+    pub(super) fn bytes(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl Drop for Answer<'_> {
+    fn drop(&mut self) {
+        if self.0.capacity() > MAX_KEPT_ANSWER_BYTES {
+            *self.0 = Vec::new();
+        }
     }
 }
 
@@ -95,5 +112,60 @@ fn transport_error(err: reqwest::Error) -> Error {
         Error::Connect { detail }
     } else {
         Error::Dropped { detail }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use crate::devnode::{DevNode, DevNodeConfig};
+    use crate::primitives::BlockRange;
+    use crate::rpc::{AnswerSlot, Blocks, Client, ClientOptions, LogFilter, MAX_KEPT_ANSWER_BYTES};
+
+    #[tokio::test]
+    async fn every_answer_is_read_into_the_one_buffer_and_parsed_whole() {
+        let node = DevNode::start(DevNodeConfig::default()).await.unwrap();
+        let url = crate::config::SecretUrl::new(node.http_url().parse().unwrap());
+        let options = ClientOptions {
+            request_timeout: Duration::from_secs(30),
+            max_response_bytes: 32 << 20,
+            max_idle_connections: 1,
+        };
+        let client = Client::http(&url, options).unwrap();
+        let logs = |start, end| LogFilter {
+            blocks: Blocks::Range(BlockRange::new(start, end).unwrap()),
+            addresses: Vec::new(),
+            topic0: None,
+            indexed: [None, None, None],
+        };
+        let first = client.get_logs(&logs(1000, 1200)).await.unwrap();
+        let buffer = |client: &Client| {
+            let slot = client.answers.try_lock().expect("no answer is being read");
+            (slot.as_ptr(), slot.capacity(), slot.len())
+        };
+        let (at, capacity, len) = buffer(&client);
+        assert!(
+            len > 0 && capacity >= len,
+            "the answer's bytes stay for the next"
+        );
+        let smaller = client.get_logs(&logs(1000, 1100)).await.unwrap();
+        assert_eq!(buffer(&client).0, at, "read into the same buffer");
+        // Both answers parsed whole: the smaller range's logs are the first ones of the larger.
+        assert!(!smaller.is_empty() && smaller.len() < first.len());
+        assert_eq!(smaller[..], first[..smaller.len()]);
+        assert!(first
+            .iter()
+            .all(|l| (1000..=1200).contains(&l.block_number)));
+    }
+
+    #[test]
+    fn an_outsize_buffer_is_let_go_and_a_usual_one_kept() {
+        let slot = AnswerSlot::new(Vec::with_capacity(MAX_KEPT_ANSWER_BYTES + 1));
+        drop(super::Answer(slot.try_lock().unwrap()));
+        assert_eq!(slot.try_lock().unwrap().capacity(), 0);
+        let slot = AnswerSlot::new(Vec::with_capacity(MAX_KEPT_ANSWER_BYTES));
+        drop(super::Answer(slot.try_lock().unwrap()));
+        assert_eq!(slot.try_lock().unwrap().capacity(), MAX_KEPT_ANSWER_BYTES);
     }
 }

@@ -38,22 +38,30 @@ pub struct ClientOptions {
     pub max_idle_connections: usize,
 }
 
-/// Answers read and parsed at once. The rest wait with their headers received (HTTP) or their message
-/// queued (WebSocket): a body and its parsed logs take about 10 MB for a 10,000-log answer, and letting all
-/// `max_concurrency` of them coincide made peak memory depend on how long a backfill ran, not on the window
+/// Answers are read and parsed one at a time. The rest wait with their headers received (HTTP) or their
+/// message queued (WebSocket): a body and its parsed logs take about 10 MB for a 10,000-log answer, and letting
+/// all `max_concurrency` of them coincide made peak memory depend on how long a backfill ran, not on the window
 /// (docs/BENCHMARKS.md). Reading and parsing take milliseconds and the node's time is spent before the
 /// headers, so one at a time keeps the fetch-only ceiling (about ten times the store's) where it was, and
 /// the peaks lower: a block over the cap asks for its two filter halves at once, and their answers no longer
 /// coincide.
-const MAX_ANSWERS_IN_MEMORY: usize = 1;
+///
+/// One at a time also lets every HTTP answer be read into the same buffer ([`AnswerSlot`]): a fresh one of
+/// several megabytes is mapped, faulted in and zeroed page by page, which was a third of the page faults of
+/// a sync (docs/BENCHMARKS.md).
+pub(crate) type AnswerSlot = tokio::sync::Mutex<Vec<u8>>;
+
+/// The capacity the answer buffer keeps between answers: past it (an answer far larger than a full
+/// 10,000-log one) the buffer is let go, so that one outlier does not stay resident for the whole run.
+pub(crate) const MAX_KEPT_ANSWER_BYTES: usize = 16 << 20;
 
 /// A JSON-RPC client.
 pub struct Client {
     transport: Transport,
     options: ClientOptions,
     next_id: AtomicU64,
-    /// Permits to read and parse an answer ([`MAX_ANSWERS_IN_MEMORY`]).
-    answers: tokio::sync::Semaphore,
+    /// Held to read and parse an answer, with the buffer HTTP answers are read into ([`AnswerSlot`]).
+    answers: AnswerSlot,
 }
 
 enum Transport {
@@ -87,7 +95,7 @@ impl Client {
             transport,
             options,
             next_id: AtomicU64::new(1),
-            answers: tokio::sync::Semaphore::new(MAX_ANSWERS_IN_MEMORY),
+            answers: AnswerSlot::new(Vec::new()),
         }
     }
 
@@ -108,15 +116,17 @@ impl Client {
             serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
                 .to_string();
         tokio::time::timeout(self.options.request_timeout, async {
-            let (bytes, _permit) = match &self.transport {
-                Transport::Http(http) => http.post(body, &self.answers).await?,
+            match &self.transport {
+                Transport::Http(http) => {
+                    let answer = http.post(body, &self.answers).await?;
+                    parse_response(method, answer.bytes())
+                }
                 Transport::Ws(ws) => {
                     let message = ws.request(id, body).await?;
-                    let permit = self.answers.acquire().await;
-                    (message, permit.expect("the semaphore is never closed"))
+                    let _turn = self.answers.lock().await;
+                    parse_response(method, &message)
                 }
-            };
-            parse_response(method, &bytes)
+            }
         })
         .await
         .map_err(|_| Error::Timeout(self.options.request_timeout))?
@@ -246,11 +256,11 @@ impl Client {
             .collect();
         let body = serde_json::Value::Array(calls).to_string();
         tokio::time::timeout(self.options.request_timeout, async {
-            let (bytes, _permit) = http
+            let answer = http
                 .post(body, &self.answers)
                 .await
                 .map_err(Error::of_batch_request)?;
-            parse_batch(method, &bytes, first_id, n)
+            parse_batch(method, answer.bytes(), first_id, n)
         })
         .await
         .map_err(|_| Error::Timeout(self.options.request_timeout))?
