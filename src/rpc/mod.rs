@@ -10,6 +10,7 @@ mod http;
 mod receipts;
 mod transactions;
 mod types;
+mod wire_log;
 mod ws;
 
 use std::sync::atomic::{AtomicU64, Ordering};

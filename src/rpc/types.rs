@@ -4,34 +4,12 @@
 
 use std::borrow::Cow;
 
-use alloy_primitives::{Address, Bloom, Bytes, B256};
+use alloy_primitives::{Address, Bloom, B256};
 use serde::{de::Error as _, Deserialize, Deserializer};
 
 use crate::primitives::{BlockNumber, BlockRange, Log};
 
-/// The wire shape of a log object (spec: "Log object").
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct WireLog {
-    #[serde(default)]
-    removed: bool,
-    #[serde(default, deserialize_with = "opt_quantity")]
-    log_index: Option<u64>,
-    #[serde(default, deserialize_with = "opt_quantity")]
-    transaction_index: Option<u64>,
-    #[serde(default)]
-    transaction_hash: Option<B256>,
-    #[serde(default)]
-    block_hash: Option<B256>,
-    #[serde(default, deserialize_with = "opt_quantity")]
-    block_number: Option<u64>,
-    address: Address,
-    data: Bytes,
-    topics: Vec<B256>,
-    /// Not in the spec's log object, but sent by geth, reth, Erigon and most providers.
-    #[serde(default, deserialize_with = "opt_quantity")]
-    block_timestamp: Option<u64>,
-}
+use super::wire_log::WireLog;
 
 impl<'de> Deserialize<'de> for Log {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -41,10 +19,13 @@ impl<'de> Deserialize<'de> for Log {
                 "log without {field} (a pending log in a block range query)"
             ))
         };
-        if wire.topics.len() > 4 {
+        let topics = wire
+            .topics
+            .ok_or_else(|| D::Error::missing_field("topics"))?;
+        if topics.len() > 4 {
             return Err(D::Error::custom(format!(
                 "log with {} topics (at most 4)",
-                wire.topics.len()
+                topics.len()
             )));
         }
         Ok(Log {
@@ -57,9 +38,11 @@ impl<'de> Deserialize<'de> for Log {
                 .transaction_index
                 .ok_or_else(|| pending("transactionIndex"))?,
             log_index: wire.log_index.ok_or_else(|| pending("logIndex"))?,
-            address: wire.address,
-            topics: wire.topics,
-            data: wire.data,
+            address: wire
+                .address
+                .ok_or_else(|| D::Error::missing_field("address"))?,
+            topics,
+            data: wire.data.ok_or_else(|| D::Error::missing_field("data"))?,
             removed: wire.removed,
             block_timestamp: wire.block_timestamp,
         })
@@ -170,25 +153,29 @@ impl LogFilter {
 
 /// Parses a hex quantity (`0x1a`); the spec's encoding of numbers.
 pub fn parse_quantity(s: &str) -> Result<u64, String> {
-    let digits = s
-        .strip_prefix("0x")
-        .ok_or_else(|| format!("quantity {s:?} lacks 0x"))?;
+    parse_quantity_bytes(s.as_bytes())
+}
+
+/// [`parse_quantity`] of a string's raw bytes, as `wire_log` reads them.
+pub(super) fn parse_quantity_bytes(raw: &[u8]) -> Result<u64, String> {
+    let shown = || String::from_utf8_lossy(raw);
+    let digits = raw
+        .strip_prefix(b"0x")
+        .ok_or_else(|| format!("quantity {:?} lacks 0x", shown()))?;
     if digits.is_empty() || digits.len() > 16 {
-        return Err(format!("quantity {s:?} is not a 64-bit hex number"));
+        return Err(format!("quantity {:?} is not a 64-bit hex number", shown()));
     }
-    u64::from_str_radix(digits, 16).map_err(|e| format!("quantity {s:?}: {e}"))
+    digits.iter().try_fold(0u64, |n, &c| {
+        let digit = char::from(c)
+            .to_digit(16)
+            .ok_or_else(|| format!("quantity {:?}: invalid digit", shown()))?;
+        Ok((n << 4) | u64::from(digit))
+    })
 }
 
 pub(super) fn quantity<'de, D: Deserializer<'de>>(deserializer: D) -> Result<u64, D::Error> {
     let s = Cow::<str>::deserialize(deserializer)?;
     parse_quantity(&s).map_err(D::Error::custom)
-}
-
-fn opt_quantity<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u64>, D::Error> {
-    let s = Option::<Cow<str>>::deserialize(deserializer)?;
-    s.map(|s| parse_quantity(&s))
-        .transpose()
-        .map_err(D::Error::custom)
 }
 
 /// Deserializes a bare quantity result (`eth_blockNumber`, `eth_chainId`).
