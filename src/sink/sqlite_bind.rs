@@ -22,6 +22,8 @@ use std::ptr::{self, NonNull};
 use libsqlite3_sys as ffi;
 use sqlx::sqlite::SqliteConnection;
 
+#[cfg(test)]
+use super::sqlite_rows;
 use super::sqlite_rows::{placeholders, Cell, TableRows};
 use super::Error;
 
@@ -284,5 +286,60 @@ mod tests {
         conn.execute("DROP TRIGGER refuse").await.unwrap();
         insert(&mut conn, &[rows(0, 100)]).await.unwrap();
         assert_eq!(read(&mut conn).await.len(), 100);
+    }
+
+    /// Goal: with the writer's `INSERT OR FAIL`, a row already there is skipped, a row breaking another
+    /// constraint fails the insert, and the batch's transaction leaves nothing. Method: in a transaction,
+    /// rows that overlap those stored, then a NULL in a NOT NULL column in the middle of a full statement.
+    #[tokio::test]
+    async fn with_or_fail_a_conflict_is_skipped_and_a_broken_row_fails_the_whole_batch() {
+        let mut conn = SqliteConnection::connect("sqlite::memory:").await.unwrap();
+        conn.execute("CREATE TABLE t (k INTEGER PRIMARY KEY, s TEXT NOT NULL)")
+            .await
+            .unwrap();
+        let rows = |keys: std::ops::Range<i64>, null_at: Option<i64>| {
+            let head = format!("{} t (k, s) VALUES ", sqlite_rows::INSERT_OR_FAIL);
+            let mut rows = TableRows::new(
+                "inserting test rows",
+                head,
+                " ON CONFLICT (k) DO NOTHING",
+                2,
+            );
+            for k in keys {
+                rows.int(k);
+                if Some(k) == null_at {
+                    rows.null();
+                } else {
+                    rows.text(&format!("row {k}"));
+                }
+            }
+            rows
+        };
+        let mut tx = conn.begin().await.unwrap();
+        insert(&mut tx, &[rows(0..100, None)]).await.unwrap();
+        insert(&mut tx, &[rows(50..150, None)]).await.unwrap();
+        tx.commit().await.unwrap();
+        assert_eq!(count(&mut conn).await, 150);
+        let kept: String = sqlx::query_scalar("SELECT s FROM t WHERE k = 60")
+            .fetch_one(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(kept, "row 60");
+
+        let mut tx = conn.begin().await.unwrap();
+        insert(&mut tx, &[rows(150..200, None)]).await.unwrap();
+        let err = insert(&mut tx, &[rows(200..300, Some(230))])
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("NOT NULL"), "{err}");
+        drop(tx);
+        assert_eq!(count(&mut conn).await, 150, "the batch left nothing");
+    }
+
+    async fn count(conn: &mut SqliteConnection) -> i64 {
+        sqlx::query_scalar("SELECT count(*) FROM t")
+            .fetch_one(conn)
+            .await
+            .unwrap()
     }
 }
