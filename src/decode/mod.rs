@@ -41,6 +41,8 @@
 mod names;
 mod value;
 
+pub use value::Word;
+
 use alloy_dyn_abi::{DynSolEvent, DynSolType, Specifier};
 use alloy_json_abi::Event;
 use alloy_primitives::B256;
@@ -88,9 +90,11 @@ pub enum Value {
     Int(i64),
     /// [`ColumnKind::BigInt`]: decimal, `-` for negatives.
     BigInt(String),
-    /// [`ColumnKind::Address`], [`ColumnKind::FixedBytes`], [`ColumnKind::TopicHash`] (lowercase `0x` hex),
-    /// and [`ColumnKind::Text`].
+    /// [`ColumnKind::Text`]; sinks also take it for the hex kinds, as `0x` + lowercase hex.
     Text(String),
+    /// [`ColumnKind::Address`], [`ColumnKind::FixedBytes`], [`ColumnKind::TopicHash`]: the bytes, which
+    /// the sinks write as `0x` + lowercase hex straight into their buffers (no string per value).
+    Hex(Word),
     /// [`ColumnKind::Bool`].
     Bool(bool),
     /// [`ColumnKind::Bytes`].

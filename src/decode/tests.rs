@@ -69,6 +69,11 @@ fn text(s: &str) -> Value {
     Value::Text(s.to_owned())
 }
 
+/// The value of an address, `bytesN` or topic column, from its `0x` hex.
+fn word(s: &str) -> Value {
+    Value::Hex(super::Word::new(&hex::decode(s).expect("hex")).expect("at most 32 bytes"))
+}
+
 fn uint(n: u64, bits: usize) -> DynSolValue {
     DynSolValue::Uint(U256::from(n), bits)
 }
@@ -167,7 +172,7 @@ fn decodes_an_erc20_transfer() {
     check_decode(
         "event Transfer(address indexed from, address indexed to, uint256 value)",
         &[address(A1), address(A2), uint(1_000_000, 256)],
-        &[text(A1), text(A2), Value::BigInt("1000000".into())],
+        &[word(A1), word(A2), Value::BigInt("1000000".into())],
     );
 }
 
@@ -176,7 +181,7 @@ fn decodes_addresses_as_lowercase_hex() {
     check_decode(
         "event E(address a)",
         &[address("0xA0b86991c6218b36c1d19D4a2e9Eb0cE3606eB48")],
-        &[text(A1)],
+        &[word(A1)],
     );
 }
 
@@ -186,12 +191,12 @@ fn decodes_a_uniswap_v2_swap() {
         "event Swap(address indexed sender, uint amount0In, uint amount1In, uint amount0Out, uint amount1Out, address indexed to)",
         &[address(A1), uint(0, 256), uint(5, 256), uint(7, 256), uint(0, 256), address(A2)],
         &[
-            text(A1),
+            word(A1),
             Value::BigInt("0".into()),
             Value::BigInt("5".into()),
             Value::BigInt("7".into()),
             Value::BigInt("0".into()),
-            text(A2),
+            word(A2),
         ],
     );
 }
@@ -253,7 +258,7 @@ fn decodes_strings_bytes_arrays_and_tuples() {
         &[
             text("héllo \"x\""),
             Value::Bytes(vec![0, 1, 0xff]),
-            text("0xdeadbeef"),
+            word("0xdeadbeef"),
             Value::Bool(true),
             Value::Json(format!(r#"["1","{}"]"#, U256::MAX)),
             Value::Json(format!(r#"["{A1}","{A2}"]"#)),
@@ -288,9 +293,9 @@ fn stores_an_indexed_string_as_its_topic_hash() {
             uint(9, 256),
         ],
         &[
-            text(&hash),
-            text(&hex::encode_prefixed(keccak256(b"k"))),
-            text(A1),
+            word(&hash),
+            word(&hex::encode_prefixed(keccak256(b"k"))),
+            word(A1),
             Value::BigInt("9".into()),
         ],
     );
@@ -301,7 +306,7 @@ fn decodes_an_anonymous_event() {
     check_decode(
         "event Ping(uint256 indexed n, address indexed who, string note) anonymous",
         &[uint(42, 256), address(A1), DynSolValue::String("hi".into())],
-        &[Value::BigInt("42".into()), text(A1), text("hi")],
+        &[Value::BigInt("42".into()), word(A1), text("hi")],
     );
     let anonymous =
         decoder("event Ping(uint256 indexed n, address indexed who, string note) anonymous");
@@ -640,7 +645,7 @@ fn value_strategy(ty: &Ty) -> BoxedStrategy<Generated> {
         Ty::Address => any::<[u8; 20]>()
             .prop_map(|bytes| Generated {
                 dyn_value: DynSolValue::Address(Address::from(bytes)),
-                column: Value::Text(lower_hex(&bytes)),
+                column: word(&lower_hex(&bytes)),
                 json: serde_json::Value::String(lower_hex(&bytes)),
             })
             .boxed(),
@@ -654,7 +659,7 @@ fn value_strategy(ty: &Ty) -> BoxedStrategy<Generated> {
         Ty::FixedBytes(size) => prop::collection::vec(any::<u8>(), size)
             .prop_map(move |bytes| Generated {
                 dyn_value: DynSolValue::FixedBytes(B256::right_padding_from(&bytes), size),
-                column: Value::Text(lower_hex(&bytes)),
+                column: word(&lower_hex(&bytes)),
                 json: serde_json::Value::String(lower_hex(&bytes)),
             })
             .boxed(),
@@ -755,7 +760,7 @@ proptest! {
             .map(|((ty, indexed), generated)| {
                 if *indexed {
                     let topic = topic_iter.next().unwrap();
-                    if ty.is_word() { generated.column.clone() } else { Value::Text(lower_hex(topic.as_slice())) }
+                    if ty.is_word() { generated.column.clone() } else { word(&lower_hex(topic.as_slice())) }
                 } else {
                     generated.column.clone()
                 }
@@ -764,4 +769,18 @@ proptest! {
         prop_assert!(decoder.matches(&topics));
         prop_assert_eq!(decoder.decode(&topics, &data), Ok(expected), "{}", signature);
     }
+}
+
+#[test]
+fn a_word_holds_up_to_32_bytes_and_shows_as_lowercase_hex() {
+    let address = super::Word::new(&[0xab; 20]).unwrap();
+    assert_eq!(address.as_bytes(), &[0xab; 20]);
+    assert_eq!(address.to_hex(), format!("0x{}", "ab".repeat(20)));
+    assert_eq!(super::Word::new(&[]).unwrap().to_hex(), "0x");
+    assert!(super::Word::new(&[0; 33]).is_none());
+    assert_ne!(
+        super::Word::new(&[0; 4]),
+        super::Word::new(&[0; 5]),
+        "the length counts"
+    );
 }

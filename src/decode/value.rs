@@ -53,7 +53,7 @@ pub(super) fn to_value(kind: ColumnKind, dyn_value: &DynSolValue) -> Result<Valu
             _ => Err(wrong_type()),
         },
         ColumnKind::Address | ColumnKind::FixedBytes | ColumnKind::TopicHash => {
-            word_hex(dyn_value).map(Value::Text).ok_or_else(wrong_type)
+            word(dyn_value).map(Value::Hex).ok_or_else(wrong_type)
         }
         ColumnKind::Bool => dyn_value.as_bool().map(Value::Bool).ok_or_else(wrong_type),
         ColumnKind::Bytes => match dyn_value {
@@ -68,13 +68,48 @@ pub(super) fn to_value(kind: ColumnKind, dyn_value: &DynSolValue) -> Result<Valu
     }
 }
 
-/// `0x` + lowercase hex of an address, fixed bytes or function value.
-fn word_hex(dyn_value: &DynSolValue) -> Option<String> {
+/// The bytes of an address, fixed bytes or function value.
+fn word(dyn_value: &DynSolValue) -> Option<Word> {
     match dyn_value {
-        DynSolValue::Address(address) => Some(hex::encode_prefixed(address)),
-        DynSolValue::FixedBytes(word, size) => word.get(..*size).map(hex::encode_prefixed),
-        DynSolValue::Function(function) => Some(hex::encode_prefixed(function)),
+        DynSolValue::Address(address) => Word::new(address.as_slice()),
+        DynSolValue::FixedBytes(word, size) => word.get(..*size).and_then(Word::new),
+        DynSolValue::Function(function) => Word::new(function.as_slice()),
         _ => None,
+    }
+}
+
+/// Up to 32 bytes held in place: an address, a `bytesN`, a `function` or a topic.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Word {
+    bytes: [u8; 32],
+    len: u8,
+}
+
+impl Word {
+    /// `bytes` as a word, or `None` when longer than 32 bytes.
+    pub fn new(bytes: &[u8]) -> Option<Self> {
+        let mut word = Self {
+            bytes: [0; 32],
+            len: u8::try_from(bytes.len()).ok().filter(|&n| n <= 32)?,
+        };
+        word.bytes[..bytes.len()].copy_from_slice(bytes);
+        Some(word)
+    }
+
+    /// The bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..usize::from(self.len)]
+    }
+
+    /// `0x` + lowercase hex, the form `interface.md` stores.
+    pub fn to_hex(&self) -> String {
+        hex::encode_prefixed(self.as_bytes())
+    }
+}
+
+impl std::fmt::Debug for Word {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.to_hex())
     }
 }
 
@@ -125,7 +160,11 @@ fn json(dyn_value: &DynSolValue) -> Result<serde_json::Value, String> {
         DynSolValue::Bytes(bytes) => Json::String(hex::encode_prefixed(bytes)),
         DynSolValue::String(text) => Json::String(text.clone()),
         DynSolValue::Address(_) | DynSolValue::FixedBytes(..) | DynSolValue::Function(_) => {
-            Json::String(word_hex(dyn_value).ok_or_else(|| format!("bad word {dyn_value:?}"))?)
+            Json::String(
+                word(dyn_value)
+                    .map(|w| w.to_hex())
+                    .ok_or_else(|| format!("bad word {dyn_value:?}"))?,
+            )
         }
         _ => {
             let items = dyn_value

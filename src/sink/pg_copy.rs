@@ -154,6 +154,10 @@ pub(super) fn encode(
                         | ColumnKind::Text,
                         Value::Text(s),
                     ) => out.bytes(without_nul(s).as_bytes()),
+                    (
+                        ColumnKind::Address | ColumnKind::FixedBytes | ColumnKind::TopicHash,
+                        Value::Hex(word),
+                    ) => out.hex(word.as_bytes()),
                     (ColumnKind::Bool, Value::Bool(b)) => out.bytes(&[u8::from(*b)]),
                     (ColumnKind::Bytes, Value::Bytes(b)) => out.bytes(b),
                     (ColumnKind::Json, Value::Json(s)) => {

@@ -172,6 +172,9 @@ pub(super) fn inserts(
                         values
                             .map(|value| match value {
                                 Value::Text(s) => Ok(without_nul(s).into_owned()),
+                                Value::Hex(word) if column.kind != ColumnKind::Text => {
+                                    Ok(word.to_hex())
+                                }
                                 other => Err(wrong(other)),
                             })
                             .collect::<Result<_, _>>()?,

@@ -112,6 +112,7 @@ impl TableRows {
         match value {
             Value::Int(n) => self.int(*n),
             Value::BigInt(s) | Value::Text(s) | Value::Json(s) => self.text(s),
+            Value::Hex(word) => self.hex(word.as_bytes()),
             Value::Bool(b) => self.int(i64::from(*b)),
             Value::Bytes(b) => self.blob(b),
         }

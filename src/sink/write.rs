@@ -231,9 +231,10 @@ impl Display for LogRow {
 fn fits(kind: ColumnKind, value: &Value) -> bool {
     match kind {
         ColumnKind::Int64 | ColumnKind::BigInt => matches!(value, Value::Int(_) | Value::BigInt(_)),
-        ColumnKind::Address | ColumnKind::FixedBytes | ColumnKind::TopicHash | ColumnKind::Text => {
-            matches!(value, Value::Text(_))
+        ColumnKind::Address | ColumnKind::FixedBytes | ColumnKind::TopicHash => {
+            matches!(value, Value::Hex(_) | Value::Text(_))
         }
+        ColumnKind::Text => matches!(value, Value::Text(_)),
         ColumnKind::Bool => matches!(value, Value::Bool(_)),
         ColumnKind::Bytes => matches!(value, Value::Bytes(_)),
         ColumnKind::Json => matches!(value, Value::Json(_)),
