@@ -71,13 +71,16 @@ impl<'de> Visitor<'de> for LogVisitor {
                     log.transaction_index = map.next_value_seed(Nullable(Quantity))?;
                 }
                 Field::TransactionHash => {
-                    log.transaction_hash = map.next_value_seed(Nullable(Word))?.map(B256::from);
+                    log.transaction_hash =
+                        map.next_value_seed(Nullable(Fixed::<32>))?.map(B256::from);
                 }
                 Field::BlockHash => {
-                    log.block_hash = map.next_value_seed(Nullable(Word))?.map(B256::from);
+                    log.block_hash = map.next_value_seed(Nullable(Fixed::<32>))?.map(B256::from);
                 }
                 Field::BlockNumber => log.block_number = map.next_value_seed(Nullable(Quantity))?,
-                Field::Address => log.address = Some(map.next_value_seed(Read(AddressHex))?),
+                Field::Address => {
+                    log.address = Some(map.next_value_seed(Read(Fixed::<20>))?.into());
+                }
                 Field::Data => log.data = Some(map.next_value_seed(Read(Data))?),
                 Field::Topics => log.topics = Some(map.next_value_seed(Topics)?),
                 Field::BlockTimestamp => {
@@ -173,29 +176,15 @@ impl FromRaw for Quantity {
     }
 }
 
-/// 32 bytes in hex.
+/// `N` bytes in hex: a hash or topic (32), an address (20).
 #[derive(Clone, Copy)]
-struct Word;
+struct Fixed<const N: usize>;
 
-impl FromRaw for Word {
-    type Value = [u8; 32];
-    const EXPECTING: &'static str = "32 bytes in hex";
-    fn parse(self, raw: &[u8]) -> Result<[u8; 32], String> {
-        hex::decode_to_array(raw).map_err(|e| format!("a 32-byte hex value: {e}"))
-    }
-}
-
-/// An address in hex.
-#[derive(Clone, Copy)]
-struct AddressHex;
-
-impl FromRaw for AddressHex {
-    type Value = Address;
-    const EXPECTING: &'static str = "an address in hex";
-    fn parse(self, raw: &[u8]) -> Result<Address, String> {
-        hex::decode_to_array(raw)
-            .map(Address::from)
-            .map_err(|e| format!("an address: {e}"))
+impl<const N: usize> FromRaw for Fixed<N> {
+    type Value = [u8; N];
+    const EXPECTING: &'static str = "a hash, topic or address in hex";
+    fn parse(self, raw: &[u8]) -> Result<[u8; N], String> {
+        hex::decode_to_array(raw).map_err(|e| format!("{N} bytes in hex: {e}"))
     }
 }
 
@@ -292,7 +281,7 @@ impl<'de> Visitor<'de> for Topics {
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<B256>, A::Error> {
         // A log has at most 4 topics (checked by the caller); one allocation of the usual size.
         let mut topics = Vec::with_capacity(seq.size_hint().unwrap_or(4).min(4));
-        while let Some(topic) = seq.next_element_seed(Read(Word))? {
+        while let Some(topic) = seq.next_element_seed(Read(Fixed::<32>))? {
             topics.push(B256::from(topic));
         }
         Ok(topics)
@@ -353,13 +342,13 @@ mod tests {
         }
         let mut log = spec_log();
         log["address"] = json!("0xa0b8");
-        assert!(parse(&log).unwrap_err().contains("an address"));
+        assert!(parse(&log).unwrap_err().contains("20 bytes in hex"));
         log = spec_log();
         log["logIndex"] = json!("0x1g");
         assert!(parse(&log).unwrap_err().contains("invalid digit"));
         log = spec_log();
         log["topics"] = json!(["0x12"]);
-        assert!(parse(&log).unwrap_err().contains("32-byte"));
+        assert!(parse(&log).unwrap_err().contains("32 bytes in hex"));
         log = spec_log();
         log["blockNumber"] = json!(16);
         assert!(parse(&log).is_err(), "a quantity is a hex string");
