@@ -88,15 +88,7 @@ impl<'de> Visitor<'de> for LogVisitor {
                 }
             }
         }
-        if log.address.is_none() {
-            return Err(de::Error::missing_field("address"));
-        }
-        if log.data.is_none() {
-            return Err(de::Error::missing_field("data"));
-        }
-        if log.topics.is_none() {
-            return Err(de::Error::missing_field("topics"));
-        }
+        // Which fields must be there is the caller's to say (`types.rs`), with the rest of its checks.
         Ok(log)
     }
 }
