@@ -22,8 +22,6 @@ use std::ptr::{self, NonNull};
 use libsqlite3_sys as ffi;
 use sqlx::sqlite::SqliteConnection;
 
-#[cfg(test)]
-use super::sqlite_rows;
 use super::sqlite_rows::{placeholders, Cell, TableRows};
 use super::Error;
 
@@ -298,7 +296,10 @@ mod tests {
             .await
             .unwrap();
         let rows = |keys: std::ops::Range<i64>, null_at: Option<i64>| {
-            let head = format!("{} t (k, s) VALUES ", sqlite_rows::INSERT_OR_FAIL);
+            let head = format!(
+                "{} t (k, s) VALUES ",
+                super::super::sqlite_rows::INSERT_OR_FAIL
+            );
             let mut rows = TableRows::new(
                 "inserting test rows",
                 head,
