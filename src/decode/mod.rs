@@ -40,6 +40,7 @@
 
 mod names;
 mod value;
+mod words;
 
 pub use value::Word;
 
@@ -151,6 +152,8 @@ pub struct EventDecoder {
     columns: Vec<Column>,
     /// Where each column's value is in a decoded log, parallel to `columns`.
     slots: Vec<Slot>,
+    /// The fast path, for an event whose every parameter is one word ([`words`]).
+    words: Option<words::Words>,
 }
 
 /// Where a parameter's value is: alloy returns indexed and body values in two lists.
@@ -179,6 +182,7 @@ impl EventDecoder {
         let names = names::column_names(event.inputs.iter().map(|param| param.name.as_str()));
         let mut columns = Vec::with_capacity(event.inputs.len());
         let mut slots = Vec::with_capacity(event.inputs.len());
+        let mut params = Vec::with_capacity(event.inputs.len());
         let (mut n_indexed, mut n_body) = (0, 0);
         for (param, name) in event.inputs.iter().zip(names) {
             let ty: DynSolType = param
@@ -191,18 +195,22 @@ impl EventDecoder {
                 slots.push(Slot::Body(n_body));
                 n_body += 1;
             }
+            let kind = value::column_kind(&ty, param.indexed);
             columns.push(Column {
                 name,
                 param: param.name.clone(),
                 sol_type: param.selector_type().into_owned(),
-                kind: value::column_kind(&ty, param.indexed),
+                kind,
             });
+            params.push((ty, param.indexed, kind));
         }
+        let words = words::Words::new(&params, resolved.topic_0());
         Ok(Self {
             signature,
             resolved,
             columns,
             slots,
+            words,
         })
     }
 
@@ -297,6 +305,19 @@ impl EventDecoder {
                 topics.len()
             )));
         }
+        if let Some(values) = self.words.as_ref().and_then(|w| w.decode(topics, data)) {
+            return Ok(values);
+        }
+        self.decode_with_alloy(topics, data)
+    }
+
+    /// Decodes one log with alloy's decoder: every event, and the answer (value or error) for any log the
+    /// fast path gives up on.
+    fn decode_with_alloy(&self, topics: &[B256], data: &[u8]) -> Result<Vec<Value>, DecodeError> {
+        let mismatch = |reason: String| DecodeError::Mismatch {
+            event: self.signature.clone(),
+            reason,
+        };
         let decoded = self
             .resolved
             .decode_log_parts(topics.iter().copied(), data)

@@ -123,7 +123,7 @@ fn decimal(dyn_value: &DynSolValue) -> Result<String, String> {
 }
 
 /// A `uintN` word must have its high `256 - N` bits clear.
-fn check_uint(uint: U256, bits: usize) -> Result<(), String> {
+pub(super) fn check_uint(uint: U256, bits: usize) -> Result<(), String> {
     if uint.bit_len() <= bits {
         Ok(())
     } else {
@@ -132,7 +132,7 @@ fn check_uint(uint: U256, bits: usize) -> Result<(), String> {
 }
 
 /// An `intN` word must be the sign extension of its low `N` bits.
-fn check_int(int: I256, bits: usize) -> Result<(), String> {
+pub(super) fn check_int(int: I256, bits: usize) -> Result<(), String> {
     if bits >= 256 {
         return Ok(());
     }
