@@ -17,6 +17,11 @@ impl Job {
         report: &mut SyncReport,
     ) -> Result<Batch, Error> {
         let mut batch = self.shell(&fetched);
+        // Sized once (most logs are stored, most with one typed row): grown a log at a time, the vectors
+        // were copied over and over, about 2% of the decoding thread on the default chain.
+        let n_logs = fetched.iter().map(|f| f.logs.len()).sum();
+        batch.logs.reserve_exact(n_logs);
+        batch.typed.reserve_exact(n_logs);
         let children = self.children.read().expect("children lock");
         for log in fetched.into_iter().flat_map(|f| f.logs) {
             // A stale replica's copy of an orphaned block's log: never stored.
@@ -33,6 +38,9 @@ impl Job {
     /// written in parts decodes each part's typed rows as it goes ([`Job::next_part`]).
     pub(super) fn gather_batch(&self, fetched: Vec<Fetched>) -> Batch {
         let mut batch = self.shell(&fetched);
+        batch
+            .logs
+            .reserve_exact(fetched.iter().map(|f| f.logs.len()).sum());
         let children = self.children.read().expect("children lock");
         for log in fetched.into_iter().flat_map(|f| f.logs) {
             let matched = !log.removed
@@ -63,6 +71,7 @@ impl Job {
         } else {
             std::mem::take(batch)
         };
+        part.typed.reserve_exact(part.logs.len());
         let children = self.children.read().expect("children lock");
         for (log_idx, log) in part.logs.iter().enumerate() {
             self.decode_log(&children, log, log_idx, &mut part.typed, report)?;

@@ -119,6 +119,31 @@ impl TableRows {
     }
 }
 
+/// Bytes of `0x` + hex text for `len` bytes.
+fn hex_len(len: usize) -> usize {
+    2 + 2 * len
+}
+
+/// Bytes a raw log's texts take in [`TableRows::bytes`]: its hashes, address, topics and data as hex.
+fn raw_text_bytes(log: &crate::primitives::Log) -> usize {
+    hex_len(32) * (2 + log.topics.len()) + hex_len(20) + hex_len(log.data.len())
+}
+
+/// Bytes a typed row's texts and blobs take in [`TableRows::bytes`].
+fn typed_text_bytes(log: &crate::primitives::Log, values: &[Value]) -> usize {
+    let fixed = hex_len(32) * 2 + hex_len(log.address.len());
+    let values: usize = values
+        .iter()
+        .map(|value| match value {
+            Value::Int(_) | Value::Bool(_) => 0,
+            Value::BigInt(s) | Value::Text(s) | Value::Json(s) => s.len(),
+            Value::Hex(word) => hex_len(word.as_bytes().len()),
+            Value::Bytes(b) => b.len(),
+        })
+        .sum();
+    fixed + values
+}
+
 /// The rows of `batch`'s raw logs, then its typed rows per table (tables without rows left out).
 pub(super) fn encode(
     tables: &[TableSpec],
@@ -140,8 +165,10 @@ pub(super) fn encode(
         " ON CONFLICT (block_number, log_index) DO NOTHING",
         11 + usize::from(stored),
     );
-    raw.cells.reserve(batch.logs.len() * raw.columns);
-    raw.bytes.reserve(batch.logs.len() * 640);
+    // Both sized exactly: grown by doubling, the buffers were copied and faulted in again as they grew.
+    raw.cells.reserve_exact(batch.logs.len() * raw.columns);
+    let raw_bytes = batch.logs.iter().map(raw_text_bytes).sum();
+    raw.bytes.reserve_exact(raw_bytes);
     for log in &batch.logs {
         raw.int(to_i64(log.block_number));
         raw.hex(log.block_hash.as_slice());
@@ -160,6 +187,11 @@ pub(super) fn encode(
             raw.timestamp(log.block_timestamp);
         }
     }
+    debug_assert_eq!(
+        raw.bytes.len(),
+        raw_bytes,
+        "raw_text_bytes counts what is written"
+    );
     if raw.len() > 0 {
         all.push(raw);
     }
@@ -183,7 +215,12 @@ pub(super) fn encode(
             " ON CONFLICT DO NOTHING",
             5 + usize::from(stored) + table.columns.len(),
         );
-        rows.cells.reserve(typed.len() * rows.columns);
+        rows.cells.reserve_exact(typed.len() * rows.columns);
+        let typed_bytes = typed
+            .iter()
+            .map(|row| typed_text_bytes(&batch.logs[row.log], &row.values))
+            .sum();
+        rows.bytes.reserve_exact(typed_bytes);
         for row in typed {
             let log = &batch.logs[row.log];
             rows.int(to_i64(log.block_number));
@@ -198,6 +235,11 @@ pub(super) fn encode(
                 rows.value(value);
             }
         }
+        debug_assert_eq!(
+            rows.bytes.len(),
+            typed_bytes,
+            "typed_text_bytes counts what is written"
+        );
         all.push(rows);
     }
     all
