@@ -4,6 +4,7 @@
 //! rate-limits or splits ranges (that is `fetch` and `planner`), and no error or log line carries the URL:
 //! the key is in its path.
 
+mod answer;
 mod error;
 mod frames;
 mod http;
@@ -17,7 +18,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Deserializer};
+use serde::Deserialize;
 use serde_json::value::RawValue;
 
 pub use crate::primitives::Log;
@@ -27,6 +28,7 @@ pub use transactions::{BlockTransactions, Transaction};
 pub use types::{parse_quantity, BlockTag, Blocks, Header, LogFilter, Quantity};
 
 use crate::config::SecretUrl;
+use answer::{parse_logs, parse_response};
 
 /// Per-request limits of a client.
 #[derive(Debug, Clone, Copy)]
@@ -112,6 +114,16 @@ impl Client {
         method: &'static str,
         params: serde_json::Value,
     ) -> Result<T, Error> {
+        self.call_with(method, params, parse_response).await
+    }
+
+    /// [`Self::call`], its answer read by `parse`.
+    async fn call_with<T>(
+        &self,
+        method: &'static str,
+        params: serde_json::Value,
+        parse: fn(&'static str, &[u8]) -> Result<T, Error>,
+    ) -> Result<T, Error> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let body =
             serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
@@ -120,12 +132,12 @@ impl Client {
             match &self.transport {
                 Transport::Http(http) => {
                     let answer = http.post(body, &self.answers).await?;
-                    parse_response(method, answer.bytes())
+                    parse(method, answer.bytes())
                 }
                 Transport::Ws(ws) => {
                     let message = ws.request(id, body).await?;
                     let _turn = self.answers.lock().await;
-                    parse_response(method, &message)
+                    parse(method, &message)
                 }
             }
         })
@@ -272,52 +284,13 @@ impl Client {
     /// # Errors
     /// Any [`Error`]; a range too large for the node classifies as [`Class::Split`].
     pub async fn get_logs(&self, filter: &LogFilter) -> Result<Vec<Log>, Error> {
-        self.call("eth_getLogs", serde_json::json!([filter.to_json()]))
-            .await
+        self.call_with(
+            "eth_getLogs",
+            serde_json::json!([filter.to_json()]),
+            parse_logs,
+        )
+        .await
     }
-}
-
-#[derive(Deserialize)]
-#[serde(bound(deserialize = "T: Deserialize<'de>"))]
-struct Response<T> {
-    #[serde(default, deserialize_with = "present")]
-    result: Option<T>,
-    #[serde(default)]
-    error: Option<ErrorObject>,
-}
-
-#[derive(Deserialize)]
-struct ErrorObject {
-    code: i64,
-    #[serde(default)]
-    message: String,
-    #[serde(default)]
-    data: Option<Box<RawValue>>,
-}
-
-/// A `result` member that is present (even as `null`, which `T = Option<_>` then reads as `None`).
-fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
-    deserializer: D,
-) -> Result<Option<T>, D::Error> {
-    T::deserialize(deserializer).map(Some)
-}
-
-fn parse_response<T: DeserializeOwned>(method: &'static str, body: &[u8]) -> Result<T, Error> {
-    let response: Response<T> = serde_json::from_slice(body).map_err(|e| Error::Malformed {
-        method,
-        detail: e.to_string(),
-    })?;
-    if let Some(error) = response.error {
-        return Err(Error::Rpc {
-            code: error.code,
-            message: error.message,
-            data: error.data.map(|d| d.get().to_owned()),
-        });
-    }
-    response.result.ok_or(Error::Malformed {
-        method,
-        detail: "neither result nor error".into(),
-    })
 }
 
 /// The answers of a batch of `n` calls with ids `first_id..`, in call order (a node may answer in any order).
