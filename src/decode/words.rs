@@ -6,8 +6,8 @@
 //!
 //! It reads what alloy reads and nothing else, and where a log is anything but plain (a topic0 of another
 //! event, data too short, an integer with dirty high bits) it gives up and the caller decodes the log with
-//! alloy, whose answer, value or error, stands. So the values are alloy's; `decode::tests` holds the two
-//! paths equal over random events and words.
+//! alloy, whose answer, value or error, stands. So the values are alloy's; the property test below holds
+//! the two paths equal over random events and words.
 
 use alloy_dyn_abi::DynSolType;
 use alloy_primitives::{B256, I256, U256};
@@ -279,10 +279,7 @@ mod tests {
     fn the_fast_path_reads_each_word_as_alloy_does() {
         let transfer =
             decoder("event Transfer(address indexed from, address indexed to, uint8 value)");
-        let selector =
-            Event::parse("event Transfer(address indexed from, address indexed to, uint8 value)")
-                .unwrap()
-                .selector();
+        let selector = transfer.selector().expect("a named event");
         // An address with its high bytes set is its low 20 bytes, as alloy reads it.
         let dirty_address = B256::repeat_byte(0xee);
         let mut value = [0u8; 32];

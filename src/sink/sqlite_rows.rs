@@ -124,9 +124,10 @@ fn hex_len(len: usize) -> usize {
     2 + 2 * len
 }
 
-/// Bytes a raw log's texts take in [`TableRows::bytes`]: its hashes, address, topics and data as hex.
+/// Bytes a raw log's texts take in [`TableRows::bytes`]: its hashes, address, topics (the four the table
+/// has) and data as hex.
 fn raw_text_bytes(log: &crate::primitives::Log) -> usize {
-    hex_len(32) * (2 + log.topics.len()) + hex_len(20) + hex_len(log.data.len())
+    hex_len(32) * (2 + log.topics.len().min(4)) + hex_len(20) + hex_len(log.data.len())
 }
 
 /// Bytes a typed row's texts and blobs take in [`TableRows::bytes`].
