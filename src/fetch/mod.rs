@@ -2,7 +2,7 @@
 //! fetched ranges strictly in block order.
 //!
 //! At most `max_concurrency` requests are in flight (fewer for a while after a query timeout: a timeout is
-//! a cost problem, not a density one), and a reorder buffer bounded in logs (`max_concurrency`
+//! a cost problem, not a density one), and a reorder buffer bounded in logs (`ready`: `max_concurrency`
 //! target-sized ranges, requests and surveys in flight included) holds ranges that finished early, so
 //! memory depends on that budget, never on the chain's length. Answers keep coming in while the writer is
 //! busy, so sparse stretches are fetched ahead of it. Nothing here writes to a database or decides what a
@@ -12,10 +12,10 @@ mod batches;
 mod gate;
 mod groups;
 mod quarters;
+mod ready;
 mod receipts;
 mod wide;
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use alloy_primitives::{Address, B256};
@@ -38,10 +38,6 @@ mod simulation;
 use crate::planner::{Outcome, Planner, SurveyRequest, Tail, Verdict};
 use crate::primitives::{BlockNumber, BlockRange, Log};
 use crate::rpc::{self, Blocks, Class, Client, LogFilter, SplitReason};
-
-/// Ranges fetched ahead of the next one to send, at most, however few logs they hold: a sanity bound on
-/// the bookkeeping, far above what the log budget lets through in a dense stretch.
-const MAX_READY_RANGES: usize = 256;
 
 /// A range asked for in several requests (chunks of addresses, several filters) is sized by its largest
 /// answer, so it may carry several requests' worth of logs; at most this many, since the log budget counts
@@ -263,23 +259,15 @@ pub async fn run(
     // sparse, many small ranges fit, so the fetcher runs ahead through them while the writer is busy,
     // instead of idling with the network once it catches up.
     let target = usize::try_from(planner.target_logs()).unwrap_or(usize::MAX);
-    let budget = max_concurrency.saturating_mul(target);
     let mut allowed = max_concurrency;
     let mut successes_since_ease = 0usize;
     let mut in_flight: JoinSet<Task> = JoinSet::new();
-    let mut ready: BTreeMap<BlockNumber, Fetched> = BTreeMap::new();
-    let mut ready_logs = 0usize;
+    let mut ready = ready::Ready::new(max_concurrency, target);
     // Groups' answers for ranges another group's refusal split, until the pieces are fetched.
     let mut kept = groups::Kept::default();
     let mut tried = quarters::Tried::default();
-    let mut next_to_send: Option<BlockNumber> = None;
-    // Surveys count like ranges: a survey answer is a body of up to a range's size, and one arriving on
-    // top of a full budget was what raised the peak at 10x the chain (docs/BENCHMARKS.md).
-    let within_budget =
-        |ready: &BTreeMap<BlockNumber, Fetched>, ready_logs: usize, in_flight: usize| {
-            ready.len() < MAX_READY_RANGES
-                && ready_logs.saturating_add(in_flight.saturating_mul(target)) < budget
-        };
+    // Surveys count like ranges: one arriving on top of a full budget was what raised the peak at 10x the
+    // chain (docs/BENCHMARKS.md).
     // The selection is fixed from the sampling start on: surveys probe it.
     let sampling_selection = select(BlockRange::single(planner.sampling_start()));
     let probes = probes(&sampling_selection);
@@ -287,9 +275,7 @@ pub async fn run(
     loop {
         // Surveys first, all that are due (a spot survey and the lookahead can be due together): a range
         // cut before the lookahead survey is in flight would be cut blind.
-        while in_flight.len() < allowed
-            && within_budget(&ready, ready_logs + kept.n_logs(), in_flight.len())
-        {
+        while in_flight.len() < allowed && ready.has_room(kept.n_logs(), in_flight.len()) {
             let Some(request) = planner.next_survey() else {
                 break;
             };
@@ -306,15 +292,17 @@ pub async fn run(
                 Task::Survey(request, blocks)
             });
         }
-        // Split pieces go out whatever the budget: every later range waits for them.
+        // A split piece the ranges waiting wait for goes out whatever the budget (`ready::Ready`).
         while in_flight.len() < allowed
-            && (planner.has_pieces()
-                || within_budget(&ready, ready_logs + kept.n_logs(), in_flight.len()))
+            && (planner
+                .first_piece_start()
+                .is_some_and(|start| ready.waits_for(start))
+                || ready.has_room(kept.n_logs(), in_flight.len()))
         {
             let Some(range) = planner.next_range() else {
                 break;
             };
-            next_to_send.get_or_insert(range.start());
+            ready.handed_out(range.start());
             let (client, gate, selection) = (client.clone(), gate.clone(), select(range));
             if planner.expects_overflow(range) {
                 // The survey says this block alone is over the cap: skip the request bound to be refused.
@@ -330,7 +318,7 @@ pub async fn run(
         }
         // Send the next range in order as soon as the writer has room, and meanwhile keep taking answers in
         // (and so handing out requests): the fetcher never waits for the writer while it has budget left.
-        let sendable = next_to_send.is_some_and(|next| ready.contains_key(&next));
+        let sendable = ready.sendable();
         if in_flight.is_empty() && !sendable {
             break; // nothing in flight, nothing to send and nothing left to plan
         }
@@ -338,10 +326,7 @@ pub async fn run(
             _ = cancel.cancelled() => return Err(Error::Interrupted),
             place = out.reserve(), if sendable => {
                 let Ok(place) = place else { return Err(Error::Interrupted) };
-                let next = next_to_send.expect("sendable");
-                let fetched = ready.remove(&next).expect("sendable");
-                ready_logs -= fetched.logs.len();
-                next_to_send = Some(fetched.range.end() + 1);
+                let fetched = ready.take_next().expect("sendable");
                 kept.forget_below(fetched.range.end() + 1);
                 tried.forget_below(fetched.range.end() + 1);
                 place.send(fetched);
@@ -413,16 +398,15 @@ pub async fn run(
                     Asked::BlockByFilters => Outcome::Logs { n: n_logs as u64 },
                 };
                 planner.report(range, outcome);
-                ready_logs += n_logs;
+                ready.insert(fetched);
                 tracing::debug!(
                     %range,
                     n = n_logs,
                     next_span = planner.span(),
-                    ready_logs,
+                    ready_logs = ready.logs(),
                     in_flight = in_flight.len(),
                     "fetched"
                 );
-                ready.insert(range.start(), fetched);
                 successes_since_ease += 1;
                 if allowed < max_concurrency && successes_since_ease >= 8 {
                     allowed += 1;

@@ -252,9 +252,10 @@ impl Planner {
         self.span
     }
 
-    /// Whether split pieces are waiting (they are behind every new range, so they unblock in-order commits).
-    pub fn has_pieces(&self) -> bool {
-        !self.pieces.is_empty()
+    /// The first block of the first split piece waiting to go out, if any: [`Self::next_range`] hands it
+    /// out before any new range.
+    pub fn first_piece_start(&self) -> Option<BlockNumber> {
+        self.pieces.first_key_value().map(|(&start, _)| start)
     }
 
     /// The first block of the stretch where surveys can run: the caller offers probe candidates from the
