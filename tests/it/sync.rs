@@ -521,6 +521,46 @@ async fn a_target_above_the_head_exits_75_after_committing_what_exists() {
     assert_db_matches_truth(&work, &node.truth(), &all_contracts(), head).await;
 }
 
+/// Goal: bursts met several at a time end exact. Method: six bursts of the quiet `misc` contract, each three
+/// times the node's cap, within one window of in-flight requests, and a budget of eight 1,900-log requests
+/// for the ranges waiting to be sent: several refused ranges are narrowed at once, and the pieces of the
+/// later ones wait for room while the first is narrowed (`fetch::ready`). Each sync must commit every log
+/// of the ground truth, in order, and nothing twice; a piece held back with nothing to let it out would
+/// leave the fetcher stalled or a gap in the database.
+async fn bursts_met_several_at_a_time_end_exact(backend: Backend) {
+    let mut config = node_config(20_000);
+    config.chain.density = 0.2;
+    config.chain.shapes.bursts = (0..6)
+        .map(|k| logslice::devnode::Burst {
+            first: 2_000 + k * 2_500,
+            len: 100,
+            per_block: 60,
+        })
+        .collect();
+    config.limits.max_results = 2_000;
+    let node = support::start(config).await;
+    let work = Workdir::with(backend).await;
+    let path = work.write_config(
+        &node.http_url(),
+        &all_contracts(),
+        "max_concurrency = 8",
+        "target_logs_per_request = 1900",
+    );
+    support::sync(&path, Target::Number(19_000))
+        .await
+        .expect("sync succeeds");
+    let refused = node.stats().methods["eth_getLogs"]
+        .errors
+        .values()
+        .sum::<u64>();
+    assert!(
+        refused >= 6,
+        "each burst was refused at least once: {refused}"
+    );
+    assert_db_matches_truth(&work, &node.truth(), &all_contracts(), 19_000).await;
+}
+both_backends!(bursts_met_several_at_a_time_end_exact);
+
 /// Goal: under `sync.strict`, a log that matches an event but does not decode with it stops the sync with
 /// exit 65, naming the contract, and commits nothing of its batch (decoding runs in a stage of its own,
 /// beside the writer). Method: misc's `Batch(uint8 indexed kind, uint256[] ids, address[] recipients,
