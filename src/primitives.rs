@@ -121,6 +121,26 @@ impl Log {
     }
 }
 
+#[cfg(test)]
+impl Log {
+    /// A log of block `block_number` at `log_index` with every other field zero or empty, for unit tests
+    /// that set only what they look at.
+    pub(crate) fn blank(block_number: BlockNumber, log_index: u64) -> Self {
+        Self {
+            block_number,
+            block_hash: B256::ZERO,
+            transaction_hash: B256::ZERO,
+            transaction_index: 0,
+            log_index,
+            address: Address::ZERO,
+            topics: Vec::new(),
+            data: Bytes::new(),
+            removed: false,
+            block_timestamp: None,
+        }
+    }
+}
+
 /// What identifies a log the node reports: its block hash and position. The block number goes with them
 /// because a hash names exactly one block; the database holds only canonical logs, so its tables are keyed
 /// by `(block_number, log_index)` alone, and a removal gives the hash too, so that it deletes only the log

@@ -104,25 +104,12 @@ impl Ready {
 
 #[cfg(test)]
 mod tests {
-    use alloy_primitives::{Address, Bytes, B256};
-
     use super::*;
     use crate::primitives::{BlockRange, Log};
 
     fn fetched(start: BlockNumber, end: BlockNumber, n_logs: usize) -> Fetched {
         let logs = (0..n_logs as u64)
-            .map(|log_index| Log {
-                block_number: start,
-                block_hash: B256::ZERO,
-                transaction_hash: B256::ZERO,
-                transaction_index: 0,
-                log_index,
-                address: Address::ZERO,
-                topics: Vec::new(),
-                data: Bytes::new(),
-                removed: false,
-                block_timestamp: None,
-            })
+            .map(|log_index| Log::blank(start, log_index))
             .collect();
         Fetched::from_get_logs(BlockRange::new(start, end).unwrap(), logs)
     }

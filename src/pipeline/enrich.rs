@@ -158,22 +158,15 @@ pub(super) async fn stamp_stage(
 
 #[cfg(test)]
 mod tests {
-    use alloy_primitives::{Address, Bloom, Bytes};
+    use alloy_primitives::Bloom;
 
     use super::*;
 
     fn log(block: BlockNumber, log_index: u64, timestamp: Option<u64>) -> Log {
         Log {
-            block_number: block,
             block_hash: B256::with_last_byte(block as u8),
-            transaction_hash: B256::ZERO,
-            transaction_index: 0,
-            log_index,
-            address: Address::ZERO,
-            topics: Vec::new(),
-            data: Bytes::new(),
-            removed: false,
             block_timestamp: timestamp,
+            ..Log::blank(block, log_index)
         }
     }
 

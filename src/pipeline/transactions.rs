@@ -183,16 +183,10 @@ mod tests {
 
     fn log(block: BlockNumber, tx_index: u64, log_index: u64) -> Log {
         Log {
-            block_number: block,
             block_hash: B256::with_last_byte(block as u8),
             transaction_hash: B256::with_last_byte(100 + tx_index as u8),
             transaction_index: tx_index,
-            log_index,
-            address: Address::ZERO,
-            topics: Vec::new(),
-            data: Bytes::new(),
-            removed: false,
-            block_timestamp: None,
+            ..Log::blank(block, log_index)
         }
     }
 
