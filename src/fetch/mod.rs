@@ -266,8 +266,6 @@ pub async fn run(
     // Groups' answers for ranges another group's refusal split, until the pieces are fetched.
     let mut kept = groups::Kept::default();
     let mut tried = quarters::Tried::default();
-    // Surveys count like ranges: one arriving on top of a full budget was what raised the peak at 10x the
-    // chain (docs/BENCHMARKS.md).
     // The selection is fixed from the sampling start on: surveys probe it.
     let sampling_selection = select(BlockRange::single(planner.sampling_start()));
     let probes = probes(&sampling_selection);
