@@ -3,7 +3,7 @@
 
 use crate::devnode::GroundTruth;
 use crate::fetch::Fetched;
-use crate::primitives::{BlockRange, Log};
+use crate::primitives::{BlockRange, Log, Topics};
 
 /// The ground truth up to `head` in the ranges a well-cut backfill fetches (generated lazily): contiguous
 /// blocks of at most `target_logs` logs, a block over that alone. This is what the store-only ceiling
@@ -53,7 +53,7 @@ pub fn truth_chunks(
                 transaction_index: l.transaction_index,
                 log_index: l.log_index,
                 address: l.address,
-                topics: l.topics,
+                topics: Topics::from_slice(&l.topics).expect("the devnode emits at most 4 topics"),
                 data: l.data,
                 removed: false,
             })

@@ -262,7 +262,7 @@ mod tests {
             transaction_index: 0,
             log_index: 0,
             address: Address::ZERO,
-            topics: Vec::new(),
+            topics: Default::default(),
             data: Default::default(),
             removed: false,
             block_timestamp: None,

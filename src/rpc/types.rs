@@ -22,12 +22,6 @@ impl<'de> Deserialize<'de> for Log {
         let topics = wire
             .topics
             .ok_or_else(|| D::Error::missing_field("topics"))?;
-        if topics.len() > 4 {
-            return Err(D::Error::custom(format!(
-                "log with {} topics (at most 4)",
-                topics.len()
-            )));
-        }
         Ok(Log {
             block_number: wire.block_number.ok_or_else(|| pending("blockNumber"))?,
             block_hash: wire.block_hash.ok_or_else(|| pending("blockHash"))?,

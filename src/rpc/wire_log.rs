@@ -16,6 +16,7 @@ use alloy_primitives::{hex, Address, Bytes, B256};
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
 use super::types::parse_quantity_bytes;
+use crate::primitives::Topics;
 
 /// A log object's fields as they came, before the caller checks that the positional ones are there.
 #[derive(Debug, Default)]
@@ -28,7 +29,7 @@ pub(super) struct WireLog {
     pub block_number: Option<u64>,
     pub address: Option<Address>,
     pub data: Option<Bytes>,
-    pub topics: Option<Vec<B256>>,
+    pub topics: Option<Topics>,
     /// Not in the spec's log object, but sent by geth, reth, Erigon and most providers.
     pub block_timestamp: Option<u64>,
 }
@@ -82,7 +83,7 @@ impl<'de> Visitor<'de> for LogVisitor {
                     log.address = Some(map.next_value_seed(Read(Fixed::<20>))?.into());
                 }
                 Field::Data => log.data = Some(map.next_value_seed(Read(Data))?),
-                Field::Topics => log.topics = Some(map.next_value_seed(Topics)?),
+                Field::Topics => log.topics = Some(map.next_value_seed(TopicsSeed)?),
                 Field::BlockTimestamp => {
                     log.block_timestamp = map.next_value_seed(Nullable(Quantity))?;
                 }
@@ -254,27 +255,37 @@ impl<'de, T: FromRaw> Visitor<'de> for Nullable<T> {
 }
 
 /// The `topics` array.
-struct Topics;
+struct TopicsSeed;
 
-impl<'de> DeserializeSeed<'de> for Topics {
-    type Value = Vec<B256>;
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Vec<B256>, D::Error> {
+impl<'de> DeserializeSeed<'de> for TopicsSeed {
+    type Value = Topics;
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Topics, D::Error> {
         deserializer.deserialize_seq(self)
     }
 }
 
-impl<'de> Visitor<'de> for Topics {
-    type Value = Vec<B256>;
+impl<'de> Visitor<'de> for TopicsSeed {
+    type Value = Topics;
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("an array of topics")
+        f.write_str("an array of at most 4 topics")
     }
 
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<B256>, A::Error> {
-        // A log has at most 4 topics (checked by the caller); one allocation of the usual size.
-        let mut topics = Vec::with_capacity(seq.size_hint().unwrap_or(4).min(4));
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Topics, A::Error> {
+        let mut topics = Topics::default();
+        let mut n = 0;
         while let Some(topic) = seq.next_element_seed(Read(Fixed::<32>))? {
-            topics.push(B256::from(topic));
+            n += 1;
+            if !topics.push(B256::from(topic)) {
+                // Read on to say how many: the log is refused whole.
+                while seq.next_element::<IgnoredAny>()?.is_some() {
+                    n += 1;
+                }
+                return Err(de::Error::custom(format!(
+                    "log with {n} topics (at most {})",
+                    Topics::MAX
+                )));
+            }
         }
         Ok(topics)
     }
@@ -344,6 +355,21 @@ mod tests {
         log = spec_log();
         log["blockNumber"] = json!(16);
         assert!(parse(&log).is_err(), "a quantity is a hex string");
+    }
+
+    #[test]
+    fn a_log_of_more_than_four_topics_is_refused_and_four_are_kept() {
+        let topic = |n: u8| format!("0x{}", format!("{n:02x}").repeat(32));
+        let mut log = spec_log();
+        log["topics"] = json!((1..=5).map(topic).collect::<Vec<_>>());
+        let err = parse(&log).unwrap_err();
+        assert!(err.contains("log with 5 topics (at most 4)"), "{err}");
+        log["topics"] = json!((1..=4).map(topic).collect::<Vec<_>>());
+        let topics = parse(&log).unwrap().topics;
+        assert_eq!(topics.len(), 4);
+        assert_eq!(topics[3], alloy_primitives::B256::repeat_byte(4));
+        log["topics"] = json!([]);
+        assert!(parse(&log).unwrap().topics.is_empty());
     }
 
     #[test]

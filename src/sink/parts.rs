@@ -181,7 +181,7 @@ mod tests {
             transaction_index: 0,
             log_index: index,
             address: Address::repeat_byte(3),
-            topics: vec![],
+            topics: Default::default(),
             data: Bytes::new(),
             removed: false,
             block_timestamp: None,

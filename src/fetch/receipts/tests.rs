@@ -15,7 +15,7 @@ fn log(block: &BlockTxHashes, tx: u64, index: u64, address: u8, topic0: u8) -> L
         transaction_index: tx,
         log_index: index,
         address: Address::repeat_byte(address),
-        topics: vec![hash(topic0)],
+        topics: [hash(topic0)].into(),
         data: Bytes::new(),
         removed: false,
         block_timestamp: None,

@@ -21,7 +21,7 @@ fn log(block: u64, index: u64, emitter: Address, topics: Vec<B256>, data: Vec<u8
         transaction_index: 0,
         log_index: index,
         address: emitter,
-        topics,
+        topics: topics.into_iter().collect(),
         data: Bytes::from(data),
         removed: false,
         block_timestamp: None,
