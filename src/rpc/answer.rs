@@ -7,6 +7,7 @@ use serde::de::{DeserializeOwned, DeserializeSeed, IgnoredAny, MapAccess, SeqAcc
 use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 
+use super::wire_log::{DataArena, LogSeed};
 use super::{Error, Log};
 
 /// About the fewest bytes a log object takes in an answer (two hashes, an address and the member names:
@@ -38,6 +39,7 @@ pub(super) fn parse_logs(method: &'static str, body: &[u8]) -> Result<Vec<Log>, 
         body,
         Logs {
             capacity: body.len() / MIN_LOG_JSON_BYTES,
+            answer_len: body.len(),
         },
     )
 }
@@ -122,9 +124,10 @@ impl<'de, S: DeserializeSeed<'de>> Visitor<'de> for Answer<S> {
     }
 }
 
-/// A list of logs read into a vector of `capacity`.
+/// A list of logs read into a vector of `capacity`, their data into one [`DataArena`].
 struct Logs {
     capacity: usize,
+    answer_len: usize,
 }
 
 impl<'de> DeserializeSeed<'de> for Logs {
@@ -144,8 +147,9 @@ impl<'de> Visitor<'de> for Logs {
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
         let mut logs = Vec::with_capacity(self.capacity);
-        while let Some(log) = seq.next_element()? {
-            logs.push(log);
+        let mut arena = DataArena::new(self.answer_len);
+        while let Some(log) = seq.next_element_seed(LogSeed(&mut arena))? {
+            logs.push(log.into_log()?);
         }
         Ok(logs)
     }
@@ -180,6 +184,60 @@ mod tests {
             sized.capacity(),
             body.len()
         );
+    }
+
+    /// A log object of `data` (hex digits, `0x` added).
+    fn log_with_data(index: u64, data: &str) -> String {
+        log_json(index).replace(r#""data":"0x""#, &format!(r#""data":"0x{data}""#))
+    }
+
+    fn answer(logs: &[String]) -> String {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":7,"result":[{}]}}"#,
+            logs.join(",")
+        )
+    }
+
+    #[test]
+    fn an_answer_s_data_is_decoded_into_shared_chunks_and_reads_as_the_generic_one() {
+        let lengths = [0, 1, 32, 5, 100, 70_000, 32, 0, 64];
+        let logs: Vec<String> = lengths
+            .iter()
+            .zip(0u64..)
+            .map(|(&len, i)| log_with_data(i, &format!("{:02x}", i + 1).repeat(len)))
+            .collect();
+        let body = answer(&logs);
+        let shared = parse_logs("eth_getLogs", body.as_bytes()).unwrap();
+        let generic: Vec<Log> = parse_response("eth_getLogs", body.as_bytes()).unwrap();
+        assert_eq!(shared, generic);
+        for (log, &len) in shared.iter().zip(&lengths) {
+            assert_eq!(log.data.len(), len);
+            assert!(log.data.iter().all(|&b| u64::from(b) == log.log_index + 1));
+        }
+        // The data of consecutive logs lies end to end in one chunk: one allocation, not one per log.
+        let follows = |a: usize, b: usize| {
+            shared[a].data.as_ptr().wrapping_add(shared[a].data.len()) == shared[b].data.as_ptr()
+        };
+        assert!(follows(1, 2) && follows(2, 3) && follows(3, 4));
+        // Data larger than a chunk gets an allocation of its own; the logs after it share a new chunk (an
+        // empty log's data takes none).
+        assert!(follows(6, 8));
+    }
+
+    #[test]
+    fn malformed_data_in_an_answer_is_named_as_the_generic_reading_names_it() {
+        for data in ["abc", "zz", "0x12"] {
+            let body = answer(&[log_with_data(0, "00"), log_with_data(1, data)]);
+            let shared = parse_logs("eth_getLogs", body.as_bytes()).unwrap_err();
+            let generic = parse_response::<Vec<Log>>("eth_getLogs", body.as_bytes()).unwrap_err();
+            let (Error::Malformed { detail: a, .. }, Error::Malformed { detail: b, .. }) =
+                (&shared, &generic)
+            else {
+                panic!("{shared:?} / {generic:?}");
+            };
+            assert_eq!(a, b);
+            assert!(a.contains("log data"), "{a}");
+        }
     }
 
     #[test]

@@ -13,32 +13,33 @@ use super::wire_log::WireLog;
 
 impl<'de> Deserialize<'de> for Log {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let wire = WireLog::deserialize(deserializer)?;
+        WireLog::deserialize(deserializer)?.into_log()
+    }
+}
+
+impl WireLog {
+    /// The log, when every field a log of a block range has is there.
+    pub(super) fn into_log<E: serde::de::Error>(self) -> Result<Log, E> {
         let pending = |field| {
-            D::Error::custom(format!(
+            E::custom(format!(
                 "log without {field} (a pending log in a block range query)"
             ))
         };
-        let topics = wire
-            .topics
-            .ok_or_else(|| D::Error::missing_field("topics"))?;
         Ok(Log {
-            block_number: wire.block_number.ok_or_else(|| pending("blockNumber"))?,
-            block_hash: wire.block_hash.ok_or_else(|| pending("blockHash"))?,
-            transaction_hash: wire
+            block_number: self.block_number.ok_or_else(|| pending("blockNumber"))?,
+            block_hash: self.block_hash.ok_or_else(|| pending("blockHash"))?,
+            transaction_hash: self
                 .transaction_hash
                 .ok_or_else(|| pending("transactionHash"))?,
-            transaction_index: wire
+            transaction_index: self
                 .transaction_index
                 .ok_or_else(|| pending("transactionIndex"))?,
-            log_index: wire.log_index.ok_or_else(|| pending("logIndex"))?,
-            address: wire
-                .address
-                .ok_or_else(|| D::Error::missing_field("address"))?,
-            topics,
-            data: wire.data.ok_or_else(|| D::Error::missing_field("data"))?,
-            removed: wire.removed,
-            block_timestamp: wire.block_timestamp,
+            log_index: self.log_index.ok_or_else(|| pending("logIndex"))?,
+            address: self.address.ok_or_else(|| E::missing_field("address"))?,
+            topics: self.topics.ok_or_else(|| E::missing_field("topics"))?,
+            data: self.data.ok_or_else(|| E::missing_field("data"))?,
+            removed: self.removed,
+            block_timestamp: self.block_timestamp,
         })
     }
 }
