@@ -42,7 +42,7 @@ mod names;
 mod value;
 mod words;
 
-pub use value::Word;
+pub use value::{Integer, Word, MAX_DECIMAL_LEN};
 
 use alloy_dyn_abi::{DynSolEvent, DynSolType, Specifier};
 use alloy_json_abi::Event;
@@ -89,8 +89,8 @@ pub struct Column {
 pub enum Value {
     /// [`ColumnKind::Int64`].
     Int(i64),
-    /// [`ColumnKind::BigInt`]: decimal, `-` for negatives.
-    BigInt(String),
+    /// [`ColumnKind::BigInt`]: written in decimal, `-` for negatives.
+    BigInt(Integer),
     /// [`ColumnKind::Text`]; sinks also take it for the hex kinds, as `0x` + lowercase hex.
     Text(String),
     /// [`ColumnKind::Address`], [`ColumnKind::FixedBytes`], [`ColumnKind::TopicHash`]: the bytes, which

@@ -172,7 +172,11 @@ fn decodes_an_erc20_transfer() {
     check_decode(
         "event Transfer(address indexed from, address indexed to, uint256 value)",
         &[address(A1), address(A2), uint(1_000_000, 256)],
-        &[word(A1), word(A2), Value::BigInt("1000000".into())],
+        &[
+            word(A1),
+            word(A2),
+            Value::BigInt("1000000".parse().unwrap()),
+        ],
     );
 }
 
@@ -192,10 +196,10 @@ fn decodes_a_uniswap_v2_swap() {
         &[address(A1), uint(0, 256), uint(5, 256), uint(7, 256), uint(0, 256), address(A2)],
         &[
             word(A1),
-            Value::BigInt("0".into()),
-            Value::BigInt("5".into()),
-            Value::BigInt("7".into()),
-            Value::BigInt("0".into()),
+            Value::BigInt("0".parse().unwrap()),
+            Value::BigInt("5".parse().unwrap()),
+            Value::BigInt("7".parse().unwrap()),
+            Value::BigInt("0".parse().unwrap()),
             word(A2),
         ],
     );
@@ -218,21 +222,24 @@ fn decodes_integer_extremes_exactly() {
         &[
             Value::BigInt(
                 "115792089237316195423570985008687907853269984665640564039457584007913129639935"
-                    .into(),
+                    .parse()
+                    .unwrap(),
             ),
             Value::BigInt(
                 "-57896044618658097711785492504343953926634992332820282019728792003956564819968"
-                    .into(),
+                    .parse()
+                    .unwrap(),
             ),
             Value::BigInt(
                 "57896044618658097711785492504343953926634992332820282019728792003956564819967"
-                    .into(),
+                    .parse()
+                    .unwrap(),
             ),
-            Value::BigInt("-5".into()),
+            Value::BigInt("-5".parse().unwrap()),
             Value::Int(255),
             Value::Int(-128),
             Value::Int(i64::MIN),
-            Value::BigInt("18446744073709551615".into()),
+            Value::BigInt("18446744073709551615".parse().unwrap()),
         ],
     );
 }
@@ -296,7 +303,7 @@ fn stores_an_indexed_string_as_its_topic_hash() {
             word(&hash),
             word(&hex::encode_prefixed(keccak256(b"k"))),
             word(A1),
-            Value::BigInt("9".into()),
+            Value::BigInt("9".parse().unwrap()),
         ],
     );
 }
@@ -306,7 +313,7 @@ fn decodes_an_anonymous_event() {
     check_decode(
         "event Ping(uint256 indexed n, address indexed who, string note) anonymous",
         &[uint(42, 256), address(A1), DynSolValue::String("hi".into())],
-        &[Value::BigInt("42".into()), word(A1), text("hi")],
+        &[Value::BigInt("42".parse().unwrap()), word(A1), text("hi")],
     );
     let anonymous =
         decoder("event Ping(uint256 indexed n, address indexed who, string note) anonymous");
@@ -603,7 +610,7 @@ fn int_value(decimal: String, fits_i64: Option<i64>) -> (Value, serde_json::Valu
     let json = serde_json::Value::String(decimal.clone());
     match fits_i64 {
         Some(n) => (Value::Int(n), json),
-        None => (Value::BigInt(decimal), json),
+        None => (Value::BigInt(decimal.parse().expect("a decimal")), json),
     }
 }
 

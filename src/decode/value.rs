@@ -48,7 +48,7 @@ pub(super) fn to_value(kind: ColumnKind, dyn_value: &DynSolValue) -> Result<Valu
         }
         ColumnKind::BigInt => match dyn_value {
             DynSolValue::Uint(_, _) | DynSolValue::Int(_, _) => {
-                Ok(Value::BigInt(decimal(dyn_value)?))
+                Ok(Value::BigInt(integer(dyn_value)?))
             }
             _ => Err(wrong_type()),
         },
@@ -113,11 +113,116 @@ impl std::fmt::Debug for Word {
     }
 }
 
-/// Exact decimal of an integer value, `-` for negatives, after checking its padding.
-fn decimal(dyn_value: &DynSolValue) -> Result<String, String> {
+/// An integer of up to 256 bits, signed or not, held in place: what [`Value::BigInt`] carries, written in
+/// decimal by the sinks straight into their buffers. As a decimal `String` it was an allocation per value,
+/// about a fifth of a backfill's (heaptrack, default chain: 1.16 M of 4.95 M).
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Integer {
+    /// The absolute value, big-endian.
+    magnitude: [u8; 32],
+    negative: bool,
+}
+
+/// The longest decimal an [`Integer`] has: a sign and 77 digits (`int256`'s minimum), or 78 digits.
+pub const MAX_DECIMAL_LEN: usize = 79;
+
+impl Integer {
+    /// An unsigned value.
+    pub fn unsigned(value: U256) -> Self {
+        Self {
+            magnitude: value.to_be_bytes(),
+            negative: false,
+        }
+    }
+
+    /// A signed value.
+    pub fn signed(value: I256) -> Self {
+        let (sign, abs) = value.into_sign_and_abs();
+        Self {
+            magnitude: abs.to_be_bytes(),
+            negative: sign.is_negative(),
+        }
+    }
+
+    /// The decimal (a `-` before a negative), written into `out`.
+    pub fn decimal<'o>(&self, out: &'o mut [u8; MAX_DECIMAL_LEN]) -> &'o str {
+        struct Cursor<'c> {
+            out: &'c mut [u8],
+            len: usize,
+        }
+        impl std::fmt::Write for Cursor<'_> {
+            fn write_str(&mut self, s: &str) -> std::fmt::Result {
+                let end = self.len + s.len();
+                self.out
+                    .get_mut(self.len..end)
+                    .ok_or(std::fmt::Error)?
+                    .copy_from_slice(s.as_bytes());
+                self.len = end;
+                Ok(())
+            }
+        }
+        let mut cursor = Cursor {
+            out: &mut out[..],
+            len: 0,
+        };
+        std::fmt::Write::write_fmt(&mut cursor, format_args!("{self}"))
+            .expect("MAX_DECIMAL_LEN holds every 256-bit integer");
+        let len = cursor.len;
+        std::str::from_utf8(&out[..len]).expect("a sign and digits are ASCII")
+    }
+}
+
+impl From<i64> for Integer {
+    fn from(value: i64) -> Self {
+        Self {
+            magnitude: U256::from(value.unsigned_abs()).to_be_bytes(),
+            negative: value < 0,
+        }
+    }
+}
+
+impl std::fmt::Display for Integer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.negative {
+            f.write_str("-")?;
+        }
+        std::fmt::Display::fmt(&U256::from_be_bytes(self.magnitude), f)
+    }
+}
+
+impl std::fmt::Debug for Integer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(self, f)
+    }
+}
+
+impl std::str::FromStr for Integer {
+    type Err = String;
+
+    /// Decimal digits with an optional `-` (as [`Integer`]'s `Display` writes them).
+    fn from_str(text: &str) -> Result<Self, String> {
+        let (negative, digits) = match text.strip_prefix('-') {
+            Some(digits) => (true, digits),
+            None => (false, text),
+        };
+        if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(format!("{text:?} is not a decimal integer"));
+        }
+        let magnitude = U256::from_str_radix(digits, 10).map_err(|e| format!("{text:?}: {e}"))?;
+        Ok(Self {
+            magnitude: magnitude.to_be_bytes(),
+            negative: negative && !magnitude.is_zero(),
+        })
+    }
+}
+
+/// Exact value of an integer, after checking its padding.
+fn integer(dyn_value: &DynSolValue) -> Result<Integer, String> {
     match dyn_value {
-        DynSolValue::Uint(uint, bits) => check_uint(*uint, *bits).map(|()| uint.to_string()),
-        DynSolValue::Int(int, bits) => check_int(*int, *bits).map(|()| int.to_string()),
+        DynSolValue::Uint(uint, bits) => {
+            check_uint(*uint, *bits).map(|()| Integer::unsigned(*uint))
+        }
+        DynSolValue::Int(int, bits) => check_int(*int, *bits).map(|()| Integer::signed(*int)),
         other => Err(format!("{other:?} is not an integer")),
     }
 }
@@ -156,7 +261,9 @@ fn json(dyn_value: &DynSolValue) -> Result<serde_json::Value, String> {
     use serde_json::Value as Json;
     Ok(match dyn_value {
         DynSolValue::Bool(b) => Json::Bool(*b),
-        DynSolValue::Uint(..) | DynSolValue::Int(..) => Json::String(decimal(dyn_value)?),
+        DynSolValue::Uint(..) | DynSolValue::Int(..) => {
+            Json::String(integer(dyn_value)?.to_string())
+        }
         DynSolValue::Bytes(bytes) => Json::String(hex::encode_prefixed(bytes)),
         DynSolValue::String(text) => Json::String(text.clone()),
         DynSolValue::Address(_) | DynSolValue::FixedBytes(..) | DynSolValue::Function(_) => {
@@ -174,4 +281,32 @@ fn json(dyn_value: &DynSolValue) -> Result<serde_json::Value, String> {
             Json::Array(items.iter().map(json).collect::<Result<_, _>>()?)
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn integers_are_written_in_decimal_at_their_extremes() {
+        let cases = [
+            (Integer::unsigned(U256::MAX), U256::MAX.to_string()),
+            (Integer::unsigned(U256::ZERO), "0".to_owned()),
+            (Integer::signed(I256::MIN), I256::MIN.to_string()),
+            (Integer::signed(I256::MAX), I256::MAX.to_string()),
+            (Integer::signed(I256::MINUS_ONE), "-1".to_owned()),
+            (Integer::from(i64::MIN), i64::MIN.to_string()),
+            (Integer::from(0), "0".to_owned()),
+        ];
+        for (integer, text) in cases {
+            assert_eq!(integer.to_string(), text);
+            assert_eq!(integer.decimal(&mut [0; MAX_DECIMAL_LEN]), text);
+            assert_eq!(text.parse::<Integer>(), Ok(integer), "{text}");
+        }
+        assert_eq!(Integer::signed(I256::MIN).to_string().len(), 78);
+        assert_eq!("-0".parse::<Integer>(), Ok(Integer::from(0)));
+        for bad in ["", "-", "1.5", "0x10", "+1", &format!("{}0", U256::MAX)] {
+            assert!(bad.parse::<Integer>().is_err(), "{bad}");
+        }
+    }
 }

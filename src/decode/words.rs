@@ -13,7 +13,7 @@ use alloy_dyn_abi::DynSolType;
 use alloy_primitives::{B256, I256, U256};
 
 use super::value::{check_int, check_uint};
-use super::{ColumnKind, Value, Word};
+use super::{ColumnKind, Integer, Value, Word};
 
 /// How one word is read: alloy's `detokenize` for each word type.
 #[derive(Debug, Clone, Copy)]
@@ -118,7 +118,7 @@ fn value(word_type: WordType, kind: ColumnKind, word: &[u8; 32]) -> Option<Value
             check_uint(uint, bits).ok()?;
             Some(match kind {
                 ColumnKind::Int64 => Value::Int(i64::try_from(uint).ok()?),
-                _ => Value::BigInt(uint.to_string()),
+                _ => Value::BigInt(Integer::unsigned(uint)),
             })
         }
         (WordType::Int(bits), ColumnKind::Int64 | ColumnKind::BigInt) => {
@@ -126,7 +126,7 @@ fn value(word_type: WordType, kind: ColumnKind, word: &[u8; 32]) -> Option<Value
             check_int(int, bits).ok()?;
             Some(match kind {
                 ColumnKind::Int64 => Value::Int(i64::try_from(int).ok()?),
-                _ => Value::BigInt(int.to_string()),
+                _ => Value::BigInt(Integer::signed(int)),
             })
         }
         (WordType::Address, ColumnKind::Address) => Word::new(&word[12..]).map(Value::Hex),

@@ -15,7 +15,7 @@
 //! Not here: which columns a table has (`prepare`), or the text forms of `interface.md` beyond writing them
 //! (`super::hex`).
 
-use crate::decode::{ColumnKind, Value};
+use crate::decode::{ColumnKind, Integer, Value, MAX_DECIMAL_LEN};
 use crate::primitives::Log;
 
 use super::postgres::{json_without_nul, without_nul};
@@ -122,6 +122,7 @@ pub(super) fn encode(
         let n_fields = u16::try_from(5 + usize::from(stored) + table.columns.len())
             .map_err(|_| Error::Malformed(format!("table {} has too many columns", table.name)))?;
         let mut out = Buffer::new(rows.len() * 400);
+        let mut digits = [0; MAX_DECIMAL_LEN];
         for row in rows {
             let log: &Log = &batch.logs[row.log];
             out.row(n_fields);
@@ -141,11 +142,11 @@ pub(super) fn encode(
                     ))
                 };
                 match (column.kind, value) {
-                    (ColumnKind::Int64 | ColumnKind::BigInt, Value::Int(i)) => {
-                        out.numeric(&i.to_string()).ok_or_else(wrong)?
-                    }
-                    (ColumnKind::Int64 | ColumnKind::BigInt, Value::BigInt(s)) => {
-                        out.numeric(s).ok_or_else(wrong)?
+                    (ColumnKind::Int64 | ColumnKind::BigInt, Value::Int(i)) => out
+                        .numeric(Integer::from(*i).decimal(&mut digits))
+                        .ok_or_else(wrong)?,
+                    (ColumnKind::Int64 | ColumnKind::BigInt, Value::BigInt(n)) => {
+                        out.numeric(n.decimal(&mut digits)).ok_or_else(wrong)?
                     }
                     (
                         ColumnKind::Address

@@ -157,7 +157,7 @@ pub(super) fn inserts(
                         values
                             .map(|value| match value {
                                 Value::Int(i) => Ok(i.to_string()),
-                                Value::BigInt(s) => Ok(s.clone()),
+                                Value::BigInt(n) => Ok(n.to_string()),
                                 other => Err(wrong(other)),
                             })
                             .collect::<Result<_, _>>()?,

@@ -5,7 +5,7 @@
 //! SQLite reading the buffer in place instead of copying each value (docs/BENCHMARKS.md: a `malloc`, a copy
 //! and a `free` per text value through sqlx's arguments).
 
-use crate::decode::Value;
+use crate::decode::{Value, MAX_DECIMAL_LEN};
 
 use super::{quote_ident, to_i64, Batch, TableSpec, Timestamps};
 
@@ -111,7 +111,8 @@ impl TableRows {
     fn value(&mut self, value: &Value) {
         match value {
             Value::Int(n) => self.int(*n),
-            Value::BigInt(s) | Value::Text(s) | Value::Json(s) => self.text(s),
+            Value::BigInt(n) => self.text(n.decimal(&mut [0; MAX_DECIMAL_LEN])),
+            Value::Text(s) | Value::Json(s) => self.text(s),
             Value::Hex(word) => self.hex(word.as_bytes()),
             Value::Bool(b) => self.int(i64::from(*b)),
             Value::Bytes(b) => self.blob(b),
@@ -137,7 +138,9 @@ fn typed_text_bytes(log: &crate::primitives::Log, values: &[Value]) -> usize {
         .iter()
         .map(|value| match value {
             Value::Int(_) | Value::Bool(_) => 0,
-            Value::BigInt(s) | Value::Text(s) | Value::Json(s) => s.len(),
+            // Most amounts take a few dozen digits; the buffer grows for the rest.
+            Value::BigInt(_) => 32,
+            Value::Text(s) | Value::Json(s) => s.len(),
             Value::Hex(word) => hex_len(word.as_bytes().len()),
             Value::Bytes(b) => b.len(),
         })
@@ -281,7 +284,7 @@ mod tests {
         rows.hex(&[]);
         rows.value(&Value::Int(-5));
         rows.value(&Value::BigInt(
-            "340282366920938463463374607431768211456".into(),
+            "340282366920938463463374607431768211456".parse().unwrap(),
         ));
         rows.value(&Value::Bool(true));
         rows.value(&Value::Bytes(vec![b'h', b'i']));

@@ -222,16 +222,8 @@ fn values(log_idx: usize) -> Vec<Value> {
     let first = log_idx == 0;
     vec![
         Value::Int(if first { i64::MIN } else { log_idx as i64 }),
-        Value::BigInt(if first {
-            UINT256_MAX.to_owned()
-        } else {
-            "0".to_owned()
-        }),
-        Value::BigInt(if first {
-            INT256_MIN.to_owned()
-        } else {
-            "-1".to_owned()
-        }),
+        Value::BigInt(if first { UINT256_MAX } else { "0" }.parse().unwrap()),
+        Value::BigInt(if first { INT256_MIN } else { "-1" }.parse().unwrap()),
         Value::Text(format!("0x{}", "0a".repeat(20))),
         Value::Text("0x00ff".to_owned()),
         Value::Bool(first),
@@ -646,7 +638,8 @@ async fn every_column_kind_reads_back_as_written_in_postgres() {
         let log = &batch.logs[typed.log];
         let text = |i: usize| match &typed.values[i] {
             Value::Int(n) => n.to_string(),
-            Value::BigInt(s) | Value::Text(s) | Value::Json(s) => s.clone(),
+            Value::BigInt(n) => n.to_string(),
+            Value::Text(s) | Value::Json(s) => s.clone(),
             other => panic!("{other:?}"),
         };
         assert_eq!(row.0, i64::try_from(log.block_number).unwrap());
