@@ -144,6 +144,22 @@ impl Integer {
         }
     }
 
+    /// The length of [`Self::decimal`], without writing it (the SQLite encoder sizes its buffer exactly).
+    pub fn decimal_len(&self) -> usize {
+        let magnitude = U256::from_be_bytes(self.magnitude);
+        if magnitude.is_zero() {
+            return 1;
+        }
+        // floor(log10) is `t` or `t - 1` for `t` = floor(bits * log10(2)); one comparison says which.
+        let t = (magnitude.bit_len() * 1233) >> 12;
+        let floor_log10 = if magnitude >= powers_of_ten()[t] {
+            t
+        } else {
+            t - 1
+        };
+        floor_log10 + 1 + usize::from(self.negative)
+    }
+
     /// The decimal (a `-` before a negative), written into `out`.
     pub fn decimal<'o>(&self, out: &'o mut [u8; MAX_DECIMAL_LEN]) -> &'o str {
         struct Cursor<'c> {
@@ -170,6 +186,18 @@ impl Integer {
         let len = cursor.len;
         std::str::from_utf8(&out[..len]).expect("a sign and digits are ASCII")
     }
+}
+
+/// 10^0 to 10^77, the largest power of ten under 2^256.
+fn powers_of_ten() -> &'static [U256; 78] {
+    static POWERS: std::sync::OnceLock<[U256; 78]> = std::sync::OnceLock::new();
+    POWERS.get_or_init(|| {
+        let mut powers = [U256::from(1u8); 78];
+        for i in 1..powers.len() {
+            powers[i] = powers[i - 1] * U256::from(10u8);
+        }
+        powers
+    })
 }
 
 impl From<i64> for Integer {
@@ -299,11 +327,40 @@ mod tests {
             (Integer::from(0), "0".to_owned()),
         ];
         for (integer, text) in cases {
+            assert_eq!(integer.decimal_len(), text.len(), "{text}");
             assert_eq!(integer.to_string(), text);
             assert_eq!(integer.decimal(&mut [0; MAX_DECIMAL_LEN]), text);
             assert_eq!(text.parse::<Integer>(), Ok(integer), "{text}");
         }
         assert_eq!(Integer::signed(I256::MIN).to_string().len(), 78);
+        // Every length, at its edges: 10^k - 1, 10^k, 2^k - 1 and 2^k, either sign.
+        let ten = U256::from(10u8);
+        let mut edges = Vec::new();
+        for k in 0..78 {
+            let power = ten.pow(U256::from(k));
+            edges.extend([power - U256::from(1u8), power]);
+        }
+        for k in 0..256 {
+            let power = U256::from(1u8) << k;
+            edges.extend([power - U256::from(1u8), power]);
+        }
+        edges.push(U256::MAX);
+        for magnitude in edges {
+            let unsigned = Integer::unsigned(magnitude);
+            assert_eq!(
+                unsigned.decimal_len(),
+                magnitude.to_string().len(),
+                "{magnitude}"
+            );
+            if let Ok(signed) = I256::try_from(magnitude) {
+                let negative = Integer::signed(-signed);
+                assert_eq!(
+                    negative.decimal_len(),
+                    negative.to_string().len(),
+                    "-{magnitude}"
+                );
+            }
+        }
         assert_eq!("-0".parse::<Integer>(), Ok(Integer::from(0)));
         for bad in ["", "-", "1.5", "0x10", "+1", &format!("{}0", U256::MAX)] {
             assert!(bad.parse::<Integer>().is_err(), "{bad}");

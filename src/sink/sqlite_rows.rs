@@ -138,8 +138,7 @@ fn typed_text_bytes(log: &crate::primitives::Log, values: &[Value]) -> usize {
         .iter()
         .map(|value| match value {
             Value::Int(_) | Value::Bool(_) => 0,
-            // Most amounts take a few dozen digits; the buffer grows for the rest.
-            Value::BigInt(_) => 32,
+            Value::BigInt(n) => n.decimal_len(),
             Value::Text(s) | Value::Json(s) => s.len(),
             Value::Hex(word) => hex_len(word.as_bytes().len()),
             Value::Bytes(b) => b.len(),
