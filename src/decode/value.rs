@@ -2,6 +2,8 @@
 //!
 //! Knows the text forms of the typed tables (lowercase `0x` hex, decimal integers); nothing about SQL.
 
+use std::io::Write as _;
+
 use alloy_dyn_abi::{DynSolType, DynSolValue};
 use alloy_primitives::{hex, I256, U256};
 
@@ -162,28 +164,9 @@ impl Integer {
 
     /// The decimal (a `-` before a negative), written into `out`.
     pub fn decimal<'o>(&self, out: &'o mut [u8; MAX_DECIMAL_LEN]) -> &'o str {
-        struct Cursor<'c> {
-            out: &'c mut [u8],
-            len: usize,
-        }
-        impl std::fmt::Write for Cursor<'_> {
-            fn write_str(&mut self, s: &str) -> std::fmt::Result {
-                let end = self.len + s.len();
-                self.out
-                    .get_mut(self.len..end)
-                    .ok_or(std::fmt::Error)?
-                    .copy_from_slice(s.as_bytes());
-                self.len = end;
-                Ok(())
-            }
-        }
-        let mut cursor = Cursor {
-            out: &mut out[..],
-            len: 0,
-        };
-        std::fmt::Write::write_fmt(&mut cursor, format_args!("{self}"))
-            .expect("MAX_DECIMAL_LEN holds every 256-bit integer");
-        let len = cursor.len;
+        let mut rest = &mut out[..];
+        write!(rest, "{self}").expect("MAX_DECIMAL_LEN holds every 256-bit integer");
+        let len = MAX_DECIMAL_LEN - rest.len();
         std::str::from_utf8(&out[..len]).expect("a sign and digits are ASCII")
     }
 }
