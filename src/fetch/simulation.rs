@@ -93,8 +93,15 @@ impl Chain {
 
     /// Requests `fetch_block_by_filters` makes for one block: halves of the filter, down to one address and
     /// one topic0 over the cap, whose block is read from its receipts (its transactions, then
-    /// `eth_getBlockReceipts`), straight away once the node is known to serve them.
-    fn by_filters(&self, block: BlockNumber, group: Group, receipts_served: &mut bool) -> u64 {
+    /// `eth_getBlockReceipts`), straight away once the node is known to serve them. Each refused half adds
+    /// its logs to `refused_logs`.
+    fn by_filters(
+        &self,
+        block: BlockNumber,
+        group: Group,
+        receipts_served: &mut bool,
+        refused_logs: &mut u64,
+    ) -> u64 {
         const RECEIPTS_READ: u64 = 2;
         if *receipts_served {
             return RECEIPTS_READ;
@@ -106,9 +113,11 @@ impl Chain {
         let mut requests = 0;
         while let Some(group) = todo.pop() {
             requests += 1;
-            if self.count(BlockRange::single(block), &group) <= CAP {
+            let n = self.count(BlockRange::single(block), &group);
+            if n <= CAP {
                 continue;
             }
+            *refused_logs += n;
             match group.halves() {
                 Some((a, b)) => todo.extend([a, b]),
                 None => {
@@ -130,6 +139,11 @@ struct Tally {
     requests: u64,
     surveys: u64,
     refused: u64,
+    /// Logs the refused requests asked for: what a node that counts a range's logs before refusing it
+    /// (a proxy in front of an uncapped node) reads for nothing.
+    refused_logs: u64,
+    /// Logs of the chain under the selection.
+    chain_logs: u64,
 }
 
 /// Whether the simulated node suggests a range with its refusals (the spec's does not; Infura, Alchemy and
@@ -175,6 +189,8 @@ fn simulate(chain: &Chain, config: PlannerConfig, head: BlockNumber, node: Node)
         requests: 0,
         surveys: 0,
         refused: 0,
+        refused_logs: 0,
+        chain_logs: chain.count(BlockRange::new(0, head).expect("0 <= head"), &group),
     };
     loop {
         while outstanding.len() < MAX_CONCURRENCY {
@@ -224,14 +240,19 @@ fn simulate(chain: &Chain, config: PlannerConfig, head: BlockNumber, node: Node)
                     .collect();
                 if hits.len() as u64 > CAP {
                     tally.refused += 1;
+                    tally.refused_logs += hits.len() as u64;
                     planner.report_survey(survey, Err(Outcome::TooManyResults { suggested: None }));
                 } else {
                     planner.report_survey(survey, Ok(&hits));
                 }
             }
             Item::Range(range) if planner.expects_overflow(range) => {
-                tally.requests +=
-                    chain.by_filters(range.start(), group.clone(), &mut receipts_served) - 1;
+                tally.requests += chain.by_filters(
+                    range.start(),
+                    group.clone(),
+                    &mut receipts_served,
+                    &mut tally.refused_logs,
+                ) - 1;
                 let n = chain.count(range, &group);
                 assert_eq!(planner.report(range, Outcome::Logs { n }), Verdict::Done);
             }
@@ -239,6 +260,7 @@ fn simulate(chain: &Chain, config: PlannerConfig, head: BlockNumber, node: Node)
                 let n = chain.count(range, &group);
                 if n > CAP {
                     tally.refused += 1;
+                    tally.refused_logs += n;
                     let suggested =
                         (node == Node::Suggesting).then(|| chain.suggestion(range, &group));
                     if std::env::var("SIM_TRACE").is_ok() {
@@ -246,8 +268,12 @@ fn simulate(chain: &Chain, config: PlannerConfig, head: BlockNumber, node: Node)
                     }
                     let verdict = planner.report(range, Outcome::TooManyResults { suggested });
                     if verdict == Verdict::SingleBlockOverflow {
-                        tally.requests +=
-                            chain.by_filters(range.start(), group.clone(), &mut receipts_served);
+                        tally.requests += chain.by_filters(
+                            range.start(),
+                            group.clone(),
+                            &mut receipts_served,
+                            &mut tally.refused_logs,
+                        );
                         planner.report(range, Outcome::Logs { n });
                     }
                     continue;
@@ -307,13 +333,17 @@ fn preset_at_density(preset: &str, seed: u64, density: Option<f64>, node: Node) 
     };
     let tally = simulate(&chain, config, truth.head(), node);
     eprintln!(
-        "{preset} (density {}) seed {seed}{}: {} requests ({} surveys, {} refused), bound {bound}, {:.2}x",
+        "{preset} (density {}) seed {seed}{}: {} requests ({} surveys, {} refused), bound {bound}, {:.2}x; \
+         refused requests asked for {} logs, {:.2}x the chain's {}",
         devnode.chain.density,
         if node == Node::Suggesting { ", suggesting" } else { "" },
         tally.requests,
         tally.surveys,
         tally.refused,
-        tally.requests as f64 / bound as f64
+        tally.requests as f64 / bound as f64,
+        tally.refused_logs,
+        tally.refused_logs as f64 / tally.chain_logs.max(1) as f64,
+        tally.chain_logs,
     );
     (tally.requests, bound)
 }
