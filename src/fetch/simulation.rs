@@ -448,14 +448,18 @@ fn assert_within_ceilings(presets: &[(&str, f64)], node: Node) {
 /// aimed with a miss of its own (`planner::learning::TAIL_MISS`). Before the span after an answer grew past
 /// eight times the answer here and a burst ending inside an answer was seen in its last quarter
 /// (`planner::learning`, `Planner::suggests`), bursts took 102 (1.96x): the quiet blocks after each burst
-/// went out in ranges of a few hundred blocks.
+/// went out in ranges of a few hundred blocks. Before a block that a refusal showed to hold over half the
+/// target alone was read by narrower filters at once (`Planner::expects_overflow`), overcap took 145 (1.58x,
+/// 31 refused): each block over the cap was asked for alone once and refused; over seeds 1-5 and 7 the
+/// presets took 6,074 requests then and 5,999 now (against the plain node 5,799 and 5,773), none more on
+/// any preset and seed.
 #[test]
 fn with_a_node_that_suggests_ranges_presets_stay_within_their_measured_ratios() {
     assert_within_ceilings(
         &[
             ("default", 1.3),
             ("sparse", 1.3),
-            ("overcap", 1.6),
+            ("overcap", 1.5),
             ("bursts", 1.7),
             ("growth", 1.32),
             ("hot", 1.23),

@@ -154,6 +154,9 @@ pub struct Planner {
     /// The rests of refused ranges being narrowed, by the start of the probe they wait for (see
     /// [`narrowing`]).
     held: BTreeMap<BlockNumber, Held>,
+    /// Single blocks a refusal showed to hold over half the target on their own, to be read by narrower
+    /// filters at once (see [`narrowing`]): asked for whole, one over the cap cost a refusal of its own.
+    heavy: BTreeSet<BlockNumber>,
     /// The span of the next new range when no survey covers it.
     span: u64,
     /// What the answer for the range ending at each key taught: a range starting right after it is cut by
@@ -209,6 +212,7 @@ impl Planner {
             whole: BTreeSet::new(),
             handed_out: BTreeMap::new(),
             held: BTreeMap::new(),
+            heavy: BTreeSet::new(),
             span: config.initial_span,
             local: BTreeMap::new(),
             tail: None,
@@ -311,15 +315,17 @@ impl Planner {
         Some(self.hand_out(range))
     }
 
-    /// Whether `range` is a single block the survey estimates over the node's cap (with `OVERFLOW_MARGIN`):
-    /// the caller should fetch it by narrower filters straight away instead of asking for it whole.
+    /// Whether `range` is a single block the survey estimates over the node's cap (with `OVERFLOW_MARGIN`),
+    /// or one a refusal showed to hold over half the target: the caller should fetch it by narrower filters
+    /// straight away instead of asking for it whole.
     pub fn expects_overflow(&self, range: BlockRange) -> bool {
-        range.len() == 1
-            && self.survey.covers(range.start())
-            && self.survey.estimate(
-                self.survey.hits_within(BlockRange::single(range.start())),
-                self.addresses.extent(range.start(), range.start()),
-            ) > self.config.target_logs as f64 * OVERFLOW_MARGIN
+        range.len() == 1 && self.heavy.contains(&range.start())
+            || range.len() == 1
+                && self.survey.covers(range.start())
+                && self.survey.estimate(
+                    self.survey.hits_within(BlockRange::single(range.start())),
+                    self.addresses.extent(range.start(), range.start()),
+                ) > self.config.target_logs as f64 * OVERFLOW_MARGIN
     }
 
     /// Whether a survey covers every block of `range`, so that the planner had an estimate of its logs.
@@ -421,6 +427,7 @@ impl Planner {
     /// Learns from the node's answer for `range` (a range this planner handed out).
     pub fn report(&mut self, range: BlockRange, outcome: Outcome) -> Verdict {
         self.handed_out.remove(&range.start());
+        self.heavy.remove(&range.start());
         let verdict = self.judge(range, outcome);
         let lowest = [
             self.handed_out.keys().next(),
@@ -445,7 +452,12 @@ impl Planner {
                     self.learn_density(range, n);
                 }
                 self.distrust_behind_if_blind(range, n);
-                self.probe_answered(range, n);
+                if range.len() == 1 && n > self.config.target_logs {
+                    // Read by narrower filters as a block expected over the cap: the excess is found.
+                    self.heavy_block_found(range.start());
+                } else {
+                    self.probe_answered(range, n);
+                }
                 Verdict::Done
             }
             Outcome::ReadByFilters { n } => {

@@ -14,6 +14,10 @@
 //! - a single block over the cap: that block is the excess; the rest is released, at a span aimed by the
 //!   density of the probes answered around it (the span the narrowing began with when no probe had logs).
 //!
+//! Once the suspect blocks are down to one while half a target or more is unexplained, that block holds it
+//! alone: it is marked heavy, and the fetcher reads it by narrower filters at once
+//! ([`Planner::expects_overflow`]) instead of asking for it whole, which a block over the cap refuses.
+//!
 //! A node that suggests a range with its refusal (Infura, Alchemy, reth) has said where the cap is crossed:
 //! the suggested range goes out whole as the probe, and the rest waits behind it as behind a probe whose
 //! excess lies in the block right after it ([`Planner::take_suggestion`]).
@@ -137,6 +141,10 @@ impl Planner {
             return;
         };
         let last = self.narrowing_cut(suspect);
+        if suspect.len() == 1 {
+            // The last suspect block holds the refusal's excess alone: half a target or more.
+            self.heavy.insert(suspect.start());
+        }
         // When the probe is the last suspect block, the rest still waits: if that block is over the cap, the
         // rest goes out at the span the density around it allows, not at the narrowing's last small one.
         match held.rest.split_after(last) {
@@ -242,8 +250,15 @@ impl Planner {
     /// once, the rest of a range refused inside a burst was refused in its turn, once per suggestion. And a
     /// block that holds most of the refused logs goes out alone: asked for with the rest, a block over the
     /// cap cost one more refusal.
+    ///
+    /// A suggestion of the refused range's first block alone says that block, or it and the next, is over
+    /// the cap: it is read by narrower filters at once, as is the block after a suggested range that held
+    /// half a target or less, which holds the rest of the refusal's excess alone.
     pub(super) fn take_suggestion(&mut self, first: BlockRange, rest: BlockRange) {
         self.hold_behind(first, rest, rest.start(), self.span);
+        if first.len() == 1 {
+            self.heavy.insert(first.start());
+        }
         self.release_whole(first);
     }
 

@@ -89,7 +89,11 @@ fn find_heavy(planner: &mut Planner, heavy: u64) -> (Vec<BlockRange>, u64) {
         }
         for r in out {
             let n = count(r);
-            if n > 10_000 {
+            if planner.expects_overflow(r) {
+                // Read by narrower filters straight away, as `fetch::run` does.
+                assert_eq!(planner.report(r, Outcome::Logs { n }), Verdict::Done);
+                answered.push(r);
+            } else if n > 10_000 {
                 refused += 1;
                 let verdict = planner.report(r, Outcome::TooManyResults { suggested: None });
                 if verdict == Verdict::SingleBlockOverflow {
@@ -234,20 +238,75 @@ fn uses_the_range_the_node_suggests_and_cuts_the_rest_by_its_answer() {
 }
 
 /// A suggestion ends right before the block that took the refused range over the cap. When the suggested
-/// range holds few logs, that block holds the rest of the excess: it goes out alone, and a block over the
-/// cap costs one refusal, not two (with the blocks after it, then alone).
+/// range holds half a target or less, that block holds the rest of the excess alone, over half the cap: it
+/// goes out alone and is read by narrower filters at once (`expects_overflow`), so a block over the cap
+/// costs no refusal of its own (two before: with the blocks after it, then alone). Where the suggested range
+/// held more, the block still goes alone but is asked for whole: it may well fit.
 #[test]
-fn the_block_that_took_a_suggested_range_over_the_cap_goes_out_alone() {
+fn the_block_that_took_a_suggested_range_over_the_cap_is_read_by_filters() {
     let mut planner = refused_suggesting((0, 49));
     assert_eq!(planner.next_range(), Some(range(0, 49)));
+    assert!(!planner.expects_overflow(range(0, 49)));
     planner.report(range(0, 49), Outcome::Logs { n: 50 });
     assert_eq!(planner.next_range(), Some(range(50, 50)));
+    assert!(planner.expects_overflow(range(50, 50)));
     assert_eq!(planner.next_range(), None, "the blocks after it wait");
+    // Read by filters: 12,000 logs. The blocks after it go out at the density around it, not block by block.
+    assert_eq!(
+        planner.report(range(50, 50), Outcome::Logs { n: 12_000 }),
+        Verdict::Done
+    );
+    assert!(
+        !planner.expects_overflow(range(50, 50)),
+        "forgotten once read"
+    );
+    assert_eq!(planner.next_range(), Some(range(51, 99)));
+
+    let mut planner = refused_suggesting((0, 49));
+    planner.next_range();
+    // Over half the target (5,000 here): the block holds over 2,000 logs, far more than its neighbours, and
+    // may well fit.
+    planner.report(range(0, 49), Outcome::Logs { n: 3_000 });
+    assert_eq!(planner.next_range(), Some(range(50, 50)));
+    assert!(!planner.expects_overflow(range(50, 50)));
     assert_eq!(
         planner.report(range(50, 50), Outcome::TooManyResults { suggested: None }),
         Verdict::SingleBlockOverflow
     );
     assert_eq!(planner.next_range().map(|r| r.start()), Some(51));
+}
+
+/// A node suggests the refused range's first block alone when that block, or it and the next, is over the
+/// cap: it is read by narrower filters at once.
+#[test]
+fn a_suggestion_of_the_first_block_alone_is_read_by_filters() {
+    let mut planner = refused_suggesting((0, 0));
+    assert_eq!(planner.next_range(), Some(range(0, 0)));
+    assert!(planner.expects_overflow(range(0, 0)));
+    planner.report(range(0, 0), Outcome::Logs { n: 11_000 });
+    assert_eq!(planner.next_range().map(|r| r.start()), Some(1));
+}
+
+/// Narrowing without suggestions: once the suspect blocks are down to one, that block holds the excess
+/// alone and is read by narrower filters at once.
+#[test]
+fn the_last_suspect_block_of_a_narrowing_is_read_by_filters() {
+    let mut planner = Planner::new(CONFIG, range(0, 99), []);
+    let first = planner.next_range().unwrap();
+    planner.report(first, Outcome::TooManyResults { suggested: None });
+    assert_eq!(planner.next_range(), Some(range(0, 49)));
+    planner.report(range(0, 49), Outcome::TooManyResults { suggested: None });
+    assert_eq!(planner.next_range(), Some(range(0, 24)));
+    planner.report(range(0, 24), Outcome::Logs { n: 25 });
+    // The suspect is 25..=49; narrowed one probe at a time, never flagged while it spans several blocks.
+    let mut probe = planner.next_range().unwrap();
+    while probe.end() < 49 {
+        assert!(!planner.expects_overflow(probe), "{probe}");
+        planner.report(probe, Outcome::Logs { n: probe.len() });
+        probe = planner.next_range().unwrap();
+    }
+    assert_eq!(probe, range(49, 49));
+    assert!(planner.expects_overflow(probe));
 }
 
 #[test]
