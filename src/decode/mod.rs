@@ -44,6 +44,13 @@ mod words;
 
 pub use value::{Integer, Word, MAX_DECIMAL_LEN};
 
+/// A decoded log's values, one per parameter column, held inline up to six (`Transfer` has three,
+/// Uniswap's `Swap` six): a typed row costs no allocation of its own.
+pub type Values = smallvec::SmallVec<[Value; VALUES_INLINE]>;
+
+/// Parameters a [`Values`] holds without allocating.
+pub const VALUES_INLINE: usize = 6;
+
 use alloy_dyn_abi::{DynSolEvent, DynSolType, Specifier};
 use alloy_json_abi::Event;
 use alloy_primitives::B256;
@@ -274,7 +281,7 @@ impl EventDecoder {
         topics: &[B256],
         data: &[u8],
         named_selectors: &[B256],
-    ) -> Result<Option<Vec<Value>>, DecodeError> {
+    ) -> Result<Option<Values>, DecodeError> {
         match self.claim(topics, named_selectors) {
             Claim::No => Ok(None),
             Claim::Named => self.decode(topics, data).map(Some),
@@ -292,7 +299,7 @@ impl EventDecoder {
     /// # Errors
     /// [`DecodeError::Mismatch`] when the topics or data do not fit: wrong topic count or topic0, data too
     /// short, or an integer with dirty high bits.
-    pub fn decode(&self, topics: &[B256], data: &[u8]) -> Result<Vec<Value>, DecodeError> {
+    pub fn decode(&self, topics: &[B256], data: &[u8]) -> Result<Values, DecodeError> {
         let mismatch = |reason: String| DecodeError::Mismatch {
             event: self.signature.clone(),
             reason,
@@ -313,7 +320,7 @@ impl EventDecoder {
 
     /// Decodes one log with alloy's decoder: every event, and the answer (value or error) for any log the
     /// fast path gives up on.
-    fn decode_with_alloy(&self, topics: &[B256], data: &[u8]) -> Result<Vec<Value>, DecodeError> {
+    fn decode_with_alloy(&self, topics: &[B256], data: &[u8]) -> Result<Values, DecodeError> {
         let mismatch = |reason: String| DecodeError::Mismatch {
             event: self.signature.clone(),
             reason,

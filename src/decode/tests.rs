@@ -416,7 +416,10 @@ fn decodes_invalid_utf8_strings_lossily() {
     let decoder = EventDecoder::new(&event).unwrap();
     // Encoded as `bytes`, which has the same layout as `string`.
     let (topics, data) = encode_log(&event, &[DynSolValue::Bytes(vec![b'a', 0xff, b'b'])]);
-    assert_eq!(decoder.decode(&topics, &data), Ok(vec![text("a\u{fffd}b")]));
+    assert_eq!(
+        decoder.decode(&topics, &data).map(|v| v.into_vec()),
+        Ok(vec![text("a\u{fffd}b")])
+    );
 }
 
 fn check_mismatch(signature: &str, topics: &[B256], data: &[u8], reason_contains: &str) {
@@ -774,7 +777,7 @@ proptest! {
             })
             .collect();
         prop_assert!(decoder.matches(&topics));
-        prop_assert_eq!(decoder.decode(&topics, &data), Ok(expected), "{}", signature);
+        prop_assert_eq!(decoder.decode(&topics, &data).map(|v| v.into_vec()), Ok(expected), "{}", signature);
     }
 }
 

@@ -13,7 +13,7 @@ use alloy_dyn_abi::DynSolType;
 use alloy_primitives::{B256, I256, U256};
 
 use super::value::{check_int, check_uint};
-use super::{ColumnKind, Integer, Value, Word};
+use super::{ColumnKind, Integer, Value, Values, Word};
 
 /// How one word is read: alloy's `detokenize` for each word type.
 #[derive(Debug, Clone, Copy)]
@@ -90,14 +90,14 @@ impl Words {
 
     /// The values of a log of this event, one per parameter, or `None` when the log is not plainly this
     /// event's: then alloy decodes it. `topics` has the event's count.
-    pub(super) fn decode(&self, topics: &[B256], data: &[u8]) -> Option<Vec<Value>> {
+    pub(super) fn decode(&self, topics: &[B256], data: &[u8]) -> Option<Values> {
         if let Some(selector) = self.selector {
             if topics.first() != Some(&selector) {
                 return None;
             }
         }
         // Sized once: collecting through `Option` knows no length and grew the vector per log.
-        let mut values = Vec::with_capacity(self.params.len());
+        let mut values = Values::with_capacity(self.params.len());
         for &(source, word_type, kind) in &self.params {
             let word: &[u8; 32] = match source {
                 Source::Topic(i) => &topics.get(i)?.0,

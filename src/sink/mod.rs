@@ -30,7 +30,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use alloy_primitives::{Address, B256};
 
-use crate::decode::{Column, Value};
+use crate::decode::{Column, Values};
 use crate::primitives::{BlockNumber, BlockRange, Log, LogKey};
 
 use prepare::Dialect;
@@ -157,7 +157,7 @@ pub struct TypedRow {
     /// Index into [`Batch::logs`] of the log it decodes.
     pub log: usize,
     /// One value per parameter column.
-    pub values: Vec<Value>,
+    pub values: Values,
 }
 
 /// A checkpoint: the highest block of a contract whose logs are committed.

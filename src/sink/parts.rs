@@ -197,7 +197,7 @@ mod tests {
             .map(|(table, log)| TypedRow {
                 table,
                 log,
-                values: vec![Value::Int(log as i64)],
+                values: [Value::Int(log as i64)].into_iter().collect(),
             })
             .collect();
         let mut batch = Batch {
@@ -229,7 +229,7 @@ mod tests {
         for part in &parts {
             for row in &part.typed {
                 let log = &part.logs[row.log];
-                assert_eq!(row.values, vec![Value::Int(log.log_index as i64)]);
+                assert_eq!(row.values[..], [Value::Int(log.log_index as i64)]);
                 seen.push((row.table, log.log_index));
             }
         }

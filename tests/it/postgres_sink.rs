@@ -252,7 +252,7 @@ pub(crate) fn batch(blocks: std::ops::RangeInclusive<u64>) -> Batch {
         .map(|log_idx| TypedRow {
             table: 0,
             log: log_idx,
-            values: values(log_idx),
+            values: values(log_idx).into(),
         })
         .collect();
     Batch {
