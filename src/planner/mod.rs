@@ -319,13 +319,14 @@ impl Planner {
     /// or one a refusal showed to hold over half the target: the caller should fetch it by narrower filters
     /// straight away instead of asking for it whole.
     pub fn expects_overflow(&self, range: BlockRange) -> bool {
-        range.len() == 1 && self.heavy.contains(&range.start())
-            || range.len() == 1
-                && self.survey.covers(range.start())
-                && self.survey.estimate(
-                    self.survey.hits_within(BlockRange::single(range.start())),
-                    self.addresses.extent(range.start(), range.start()),
-                ) > self.config.target_logs as f64 * OVERFLOW_MARGIN
+        let block = range.start();
+        range.len() == 1
+            && (self.heavy.contains(&block)
+                || self.survey.covers(block)
+                    && self.survey.estimate(
+                        self.survey.hits_within(range),
+                        self.addresses.extent(block, block),
+                    ) > self.config.target_logs as f64 * OVERFLOW_MARGIN)
     }
 
     /// Whether a survey covers every block of `range`, so that the planner had an estimate of its logs.
