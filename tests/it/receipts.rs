@@ -7,7 +7,7 @@
 
 use std::path::Path;
 
-use logslice::devnode::{DevNodeConfig, OvercapConfig};
+use logslice::devnode::{DevNodeConfig, GroundTruth, OvercapConfig, StatsSnapshot};
 use logslice::pipeline::{self, Target};
 
 use logslice::sink::ReindexSpec;
@@ -53,8 +53,9 @@ async fn status_receipt_blocks(path: &Path) -> u64 {
     n_blocks
 }
 
-/// Syncs every example contract to `target` and compares every table with the truth; returns the report.
-async fn sync_exact(config: DevNodeConfig, backend: Backend, target: u64) -> pipeline::SyncReport {
+/// Syncs every example contract to `target` and compares every table with the truth, one receipts read per
+/// over-cap block; returns what the node served.
+async fn sync_exact(config: DevNodeConfig, backend: Backend, target: u64) -> StatsSnapshot {
     let node = support::start(config).await;
     let truth = node.truth();
     let over = truth.overcap_blocks();
@@ -74,7 +75,7 @@ async fn sync_exact(config: DevNodeConfig, backend: Backend, target: u64) -> pip
         "one receipts read per over-cap block"
     );
     assert_eq!(status_receipt_blocks(&path).await, in_range);
-    report
+    node.stats()
 }
 
 /// Goal: over-cap blocks, alone and in a run, are read whole from `eth_getBlockReceipts`.
@@ -94,19 +95,7 @@ both_backends!(over_cap_blocks_come_from_block_receipts);
 async fn over_cap_blocks_behind_a_suggesting_node_are_not_asked_for_alone(backend: Backend) {
     let mut config = overcap_chain(6_000, &[700, 1_900, 3_100, 4_300], Some((5_000, 3)), true);
     config.limits.too_many_style = logslice::devnode::TooManyStyle::Infura;
-    let node = support::start(config).await;
-    let report = {
-        let truth = node.truth();
-        let work = Workdir::with(backend).await;
-        let path = work.write_config(&node.http_url(), &all_contracts(), "", "");
-        let report = support::sync(&path, Target::Number(5_900))
-            .await
-            .expect("sync");
-        assert_db_matches_truth(&work, &truth, &all_contracts(), 5_900).await;
-        report
-    };
-    assert_eq!(report.receipt_blocks, 7);
-    let stats = node.stats();
+    let stats = sync_exact(config, backend, 5_900).await;
     let refused = stats.errors_with(-32005);
     assert!(refused <= 10, "{refused} refusals: {}", stats.summary());
 }
@@ -116,16 +105,8 @@ both_backends!(over_cap_blocks_behind_a_suggesting_node_are_not_asked_for_alone)
 /// at a time, in batches; the method is asked for once per run, not once per block.
 async fn over_cap_blocks_come_from_transaction_receipts_without_block_receipts(backend: Backend) {
     let config = overcap_chain(3_000, &[700, 1_900], Some((1_200, 3)), false);
-    let node = support::start(config.clone()).await;
-    let truth = node.truth();
-    let work = Workdir::with(backend).await;
-    let path = work.write_config(&node.http_url(), &all_contracts(), "", "");
-    let report = support::sync(&path, Target::Number(2_900))
-        .await
-        .expect("sync");
-    assert_db_matches_truth(&work, &truth, &all_contracts(), 2_900).await;
-    assert_eq!(report.receipt_blocks, 5);
-    let stats = node.stats();
+    let truth = GroundTruth::detached(&config);
+    let stats = sync_exact(config, backend, 2_900).await;
     assert_eq!(
         stats.calls("eth_getBlockReceipts"),
         1,
