@@ -401,13 +401,16 @@ fn backfills_of_other_sparse_chains_take_1_3x_the_fewest_requests_on_average() {
 /// found by narrowing (`planner::narrowing`), one probe per halving of the refused range, since the spec's
 /// node suggests no range. Overcap's 3.4 (3.20x before the survey fitted a background beside its probe,
 /// `planner::background`): on seed 7 the fit moved a few cuts in a dense stretch and which over-cap block
-/// was met first, 294 -> 312 requests; over seeds 1-4 it took 1,163 -> 1,161.
+/// was met first, 294 -> 312 requests; over seeds 1-4 it took 1,163 -> 1,161. Bursts' 3.05 (3.0 before a
+/// chain too short for the lookahead took a probe for spot surveys, `planner::survey`): seed 7 went from
+/// 153 to 158 requests, while over seeds 1-5 and 7 bursts took 981 -> 970, growth 1,168 -> 915, and every
+/// preset together 5,773 -> 5,495 requests with 1,201 -> 1,105 refusals.
 #[test]
 fn presets_shaped_like_real_chains_stay_within_their_measured_ratios() {
     assert_within_ceilings(
         &[
             ("overcap", 3.4),
-            ("bursts", 3.0),
+            ("bursts", 3.05),
             ("growth", 1.35),
             ("hot", 1.32),
             ("huge_runs", 1.3),

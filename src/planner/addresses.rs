@@ -35,6 +35,11 @@ impl Addresses {
         }
     }
 
+    /// Whether addresses join as the blocks go (a factory's children).
+    pub(super) fn grow(&self) -> bool {
+        self.joins.is_some()
+    }
+
     /// Addresses that have joined by `block`, at least one.
     fn at(joins: &[BlockNumber], block: BlockNumber) -> u64 {
         (joins.partition_point(|&join| join <= block) as u64).max(1)

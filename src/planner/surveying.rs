@@ -19,6 +19,7 @@ impl Planner {
                 per_candidate,
                 remaining,
                 self.config.target_logs,
+                !self.addresses.grow(),
             );
         }
     }
@@ -110,7 +111,7 @@ impl Planner {
         if self.survey.in_flight.is_some() {
             return true;
         }
-        if self.survey.probe.is_none() || self.survey.disabled {
+        if self.survey.probe.is_none() || self.survey.disabled || !self.survey.lookahead {
             return false;
         }
         self.survey_start() <= self.end
@@ -133,8 +134,12 @@ impl Planner {
         if request.spot {
             let surveyed = self.survey.spots_in_flight.remove(&range.start());
             debug_assert_eq!(surveyed, Some(range));
-            // A refused spot survey says nothing the lookahead needs: the ranges are halved blind.
-            if let Ok(blocks) = answer {
+            // A refused spot survey says nothing the lookahead needs: the ranges are halved blind. Hits
+            // of a probe the lookahead replaced meanwhile would be scaled by the wrong share.
+            if let Some(blocks) = answer
+                .ok()
+                .filter(|_| Some(request.probe) == self.survey.probe)
+            {
                 self.survey.record_spot(range, blocks);
             }
             return;

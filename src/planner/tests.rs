@@ -801,3 +801,61 @@ proptest! {
         prop_assert!(requests - after <= 1 + levels + 2 + 1, "{requests} for {len} blocks, heavy at {heavy}: {answered:?}");
     }
 }
+
+/// A job too short for the lookahead to pay still takes a probe from its first answer, for a spot survey of
+/// a range the node refuses: halving blind a refused range that opens with a dense burst took a refusal
+/// per halving, seven in a row on a 20,000-block factory chain.
+#[test]
+fn a_job_too_short_for_the_lookahead_spot_surveys_a_refused_range() {
+    let mut planner = Planner::new(CONFIG, range(0, 20_000), []);
+    let first = planner.next_range().unwrap();
+    // Two logs a block: under 40,000 left, fewer than eight ranges of 5,000.
+    planner.observe_mix(first, 200, &[10, 190]);
+    planner.report(first, Outcome::Logs { n: 200 });
+    assert_eq!(planner.next_survey(), None, "no lookahead");
+    let refused = planner.next_range().unwrap();
+    assert_eq!(
+        planner.report(refused, Outcome::TooManyResults { suggested: None }),
+        Verdict::Split
+    );
+    let spot = planner
+        .next_survey()
+        .expect("a spot survey of the refused blocks");
+    assert!(spot.spot);
+    assert_eq!((spot.range, spot.probe), (refused, 0));
+}
+
+/// The lookahead's probe is chosen from every answer seen when it starts, not kept from the first ones,
+/// which chose the spot surveys' probe: there a contract about to burst can look like a quiet 3%.
+#[test]
+fn the_lookahead_chooses_its_probe_from_every_answer_so_far() {
+    let mut planner = Planner::new(CONFIG, range(0, 20_000), []);
+    let first = planner.next_range().unwrap();
+    planner.observe_mix(first, 200, &[6, 10, 184]);
+    planner.report(first, Outcome::Logs { n: 200 });
+    // Candidate 0 bursts: 40,000 logs in 100 blocks, and a denser chain left than the lookahead needs.
+    let second = planner.next_range().unwrap();
+    planner.observe_mix(second, 40_000, &[30_000, 1_200, 8_800]);
+    planner.report(second, Outcome::Logs { n: 40_000 });
+    let survey = planner.next_survey().expect("the lookahead");
+    assert!(!survey.spot);
+    assert_eq!(
+        survey.probe, 1,
+        "the quiet 3% of every answer, not the burst"
+    );
+}
+
+/// Where a factory's children join, the first answers say little of the probe's share later: no probe is
+/// taken for spot surveys before the lookahead pays, and a refused range is narrowed as before.
+#[test]
+fn a_job_whose_addresses_grow_takes_no_probe_before_the_lookahead() {
+    let joins: Vec<u64> = (0..300).map(|i| i * 60).collect();
+    let mut planner = Planner::new(CONFIG, range(0, 20_000), []);
+    planner.weigh_by_addresses(joins);
+    let first = planner.next_range().unwrap();
+    planner.observe_mix(first, 200, &[10, 190]);
+    planner.report(first, Outcome::Logs { n: 200 });
+    let refused = planner.next_range().unwrap();
+    planner.report(refused, Outcome::TooManyResults { suggested: None });
+    assert_eq!(planner.next_survey(), None);
+}

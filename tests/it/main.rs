@@ -16,6 +16,7 @@ mod migration;
 mod ops;
 mod parts;
 mod pg;
+mod planning;
 mod postgres_sink;
 mod rate;
 mod receipts;
