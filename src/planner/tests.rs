@@ -803,8 +803,8 @@ proptest! {
 }
 
 /// A job too short for the lookahead to pay still takes a probe from its first answer, for a spot survey of
-/// a range the node refuses: halving blind a refused range that opens with a dense burst took a refusal
-/// per halving, seven in a row on a 20,000-block factory chain.
+/// a range the node refuses: narrowing blind a refused range that opens with a dense burst took a refusal
+/// per halving, seven in a row on a 20,000-block chain (`planning` in the integration tests).
 #[test]
 fn a_job_too_short_for_the_lookahead_spot_surveys_a_refused_range() {
     let mut planner = Planner::new(CONFIG, range(0, 20_000), []);
