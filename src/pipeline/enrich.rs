@@ -51,6 +51,7 @@ pub(super) async fn stamp_stored(
     if numbers.is_empty() {
         return Ok(());
     }
+    node.tell_header_reads();
     let headers = node.headers(&numbers).await?;
     let found: Vec<(BlockNumber, Option<Header>)> = numbers.into_iter().zip(headers).collect();
     let stored_logs = logs.iter_mut().filter(|log| stored(log));
