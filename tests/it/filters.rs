@@ -9,7 +9,7 @@
 //! must produce.
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use alloy_dyn_abi::DynSolValue;
 use alloy_primitives::{Address, B256};
@@ -17,7 +17,7 @@ use logslice::devnode::{contracts, GroundTruth, TruthLog};
 use logslice::pipeline::Target;
 
 use crate::both_backends;
-use crate::support::{self, node_config, Backend, Contract, Workdir};
+use crate::support::{self, node_config, run, Backend, Contract, Workdir};
 
 /// The values the filters of a run keep.
 struct Wanted {
@@ -275,31 +275,6 @@ async fn filtered_sync_under_a_low_cap_and_faults_is_exact(backend: Backend) {
     .await;
 }
 both_backends!(filtered_sync_under_a_low_cap_and_faults_is_exact);
-
-/// What one run of the binary printed.
-struct Run {
-    code: Option<i32>,
-    stderr: String,
-}
-
-/// Runs the binary off the async runtime (the test's devnode answers on it meanwhile).
-async fn run(args: &[&str], config: &Path) -> Run {
-    let mut args: Vec<String> = args.iter().map(ToString::to_string).collect();
-    args.extend(["--config".to_owned(), config.display().to_string()]);
-    tokio::task::spawn_blocking(move || {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_logslice"))
-            .args(&args)
-            .env_remove("RUST_LOG")
-            .output()
-            .expect("run logslice");
-        Run {
-            code: out.status.code(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        }
-    })
-    .await
-    .expect("join")
-}
 
 /// Goal: each kind of bad filter stops the binary with exit 78 and a message naming the file, the field
 /// and the fix, before any node or database is touched. Method: one config per bad case, `sync`.

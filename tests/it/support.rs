@@ -808,3 +808,30 @@ impl Held {
         self.reader.join().expect("reader");
     }
 }
+
+/// What one run of the binary printed.
+pub struct Run {
+    /// Its exit code.
+    pub code: Option<i32>,
+    /// What it wrote on stderr.
+    pub stderr: String,
+}
+
+/// Runs the binary with `args` and `--config config`, `RUST_LOG` unset, off the async runtime (the test's devnode answers on it meanwhile).
+pub async fn run(args: &[&str], config: &Path) -> Run {
+    let mut args: Vec<String> = args.iter().map(ToString::to_string).collect();
+    args.extend(["--config".to_owned(), config.display().to_string()]);
+    tokio::task::spawn_blocking(move || {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_logslice"))
+            .args(&args)
+            .env_remove("RUST_LOG")
+            .output()
+            .expect("run logslice");
+        Run {
+            code: out.status.code(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    })
+    .await
+    .expect("join")
+}

@@ -286,24 +286,6 @@ async fn the_default_chains_logs_are_unchanged_and_log_timestamps_adds_the_heade
     assert_eq!(stamped, with_timestamp);
 }
 
-/// Runs `logslice sync --to TARGET` on `config` as a user would; returns its exit code and stderr.
-async fn sync_binary(config: std::path::PathBuf) -> (Option<i32>, String) {
-    tokio::task::spawn_blocking(move || {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_logslice"))
-            .args(["sync", "--to", &TARGET.to_string(), "--config"])
-            .arg(&config)
-            .env_remove("RUST_LOG")
-            .output()
-            .expect("run logslice");
-        (
-            out.status.code(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    })
-    .await
-    .expect("join")
-}
-
 /// Goal: a user whose node sends no `blockTimestamp` is told once why the backfill reads headers and how to
 /// read none, and a user whose node sends it is told nothing. Method: the binary synced against both nodes;
 /// its log (the default level) is searched for the notice. The database equals the truth both times.
@@ -315,7 +297,8 @@ async fn header_reads_for_timestamps_are_announced_once() {
         let node = support::start(config).await;
         let work = Workdir::with(Backend::Sqlite).await;
         let path = work.write_config(&node.http_url(), &all_contracts(), "", "");
-        let (code, stderr) = sync_binary(path).await;
+        let support::Run { code, stderr } =
+            support::run(&["sync", "--to", &TARGET.to_string()], &path).await;
         assert_eq!(code, Some(0), "{stderr}");
         let notices = stderr.matches("logs carry no blockTimestamp").count();
         assert_eq!(
