@@ -404,13 +404,15 @@ fn backfills_of_other_sparse_chains_take_1_3x_the_fewest_requests_on_average() {
 /// was met first, 294 -> 312 requests; over seeds 1-4 it took 1,163 -> 1,161. Bursts' 3.05 (3.0 before a
 /// chain too short for the lookahead took a probe for spot surveys, `planner::survey`): seed 7 went from
 /// 153 to 158 requests, while over seeds 1-5 and 7 bursts took 981 -> 970, growth 1,168 -> 915, and every
-/// preset together 5,773 -> 5,495 requests with 1,201 -> 1,105 refusals.
+/// preset together 5,773 -> 5,495 requests with 1,201 -> 1,105 refusals. Bursts' 2.9 (3.05 before the survey
+/// was trusted again after a burst it does not see, and the burst's answers were kept out of the probe's
+/// share, `planner::survey::Survey::weigh_distrusted`): seed 7 158 -> 149, seeds 1-5 and 7 970 -> 916.
 #[test]
 fn presets_shaped_like_real_chains_stay_within_their_measured_ratios() {
     assert_within_ceilings(
         &[
             ("overcap", 3.4),
-            ("bursts", 3.05),
+            ("bursts", 2.9),
             ("growth", 1.35),
             ("hot", 1.32),
             ("huge_runs", 1.3),
@@ -455,7 +457,10 @@ fn assert_within_ceilings(presets: &[(&str, f64)], node: Node) {
 /// target alone was read by narrower filters at once (`Planner::expects_overflow`), overcap took 145 (1.58x,
 /// 31 refused): each block over the cap was asked for alone once and refused; over seeds 1-5 and 7 the
 /// presets took 6,074 requests then and 5,999 now (against the plain node 5,799 and 5,773), none more on
-/// any preset and seed.
+/// any preset and seed. Bursts' 1.75 (1.7 before the survey was trusted again after a burst it does not see,
+/// `planner::survey::Survey::weigh_distrusted`): seed 7 went from 85 to 90 requests, as the survey, trusted
+/// again, cut the quiet blocks after two bursts into five answers where regrown spans had taken two, while
+/// seeds 1-5 and 7 together went from 620 to 584.
 #[test]
 fn with_a_node_that_suggests_ranges_presets_stay_within_their_measured_ratios() {
     assert_within_ceilings(
@@ -463,7 +468,7 @@ fn with_a_node_that_suggests_ranges_presets_stay_within_their_measured_ratios() 
             ("default", 1.3),
             ("sparse", 1.3),
             ("overcap", 1.5),
-            ("bursts", 1.7),
+            ("bursts", 1.75),
             ("growth", 1.32),
             ("hot", 1.23),
             ("huge_runs", 1.3),

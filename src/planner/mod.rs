@@ -449,14 +449,17 @@ impl Planner {
         match outcome {
             Outcome::Logs { n } => {
                 // A block over the cap, read by other means, says nothing of its neighbours' density.
-                if !(range.len() == 1 && n > self.config.target_logs) {
+                let heavy = range.len() == 1 && n > self.config.target_logs;
+                if !heavy {
                     self.learn_density(range, n);
                 }
                 self.distrust_behind_if_blind(range, n);
-                if range.len() == 1 && n > self.config.target_logs {
+                if heavy {
                     // Read by narrower filters as a block expected over the cap: the excess is found.
                     self.heavy_block_found(range.start());
                 } else {
+                    let extent = self.addresses.extent(range.start(), range.end());
+                    self.survey.weigh_distrusted(range, n, extent);
                     self.probe_answered(range, n);
                 }
                 Verdict::Done

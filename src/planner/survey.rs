@@ -43,9 +43,20 @@ pub(super) const SURVEY_HITS: u64 = 6_000;
 /// 95% of the cap this leaves about two standard deviations between an estimate and a refusal; 1.5 and 2
 /// cost 2-4% more requests on the simulated chains for no fewer refusals.
 pub(super) const SIGMAS: f64 = 1.0;
+/// Standard deviations of Poisson error beyond which an answer in a distrusted stretch is a burst the probe
+/// does not see ([`Survey::weigh_distrusted`]): wide, as a few dozen logs carry one or two probe hits.
+const AGREE_SIGMAS: f64 = 3.0;
 /// Standard deviations under its count that the probe's share is taken at: an error there skews every
 /// estimate the same way, so it gets the wider margin.
 const SHARE_SIGMAS: f64 = 2.0;
+
+/// A stretch where the survey is not trusted, and the last block of the answers in it that held far more
+/// logs than the survey put there (the burst that made it wrong), if any yet.
+#[derive(Debug, Clone, Copy)]
+struct Distrusted {
+    blocks: BlockRange,
+    burst_end: Option<BlockNumber>,
+}
 
 /// What the survey knows.
 #[derive(Debug, Clone)]
@@ -79,8 +90,8 @@ pub(super) struct Survey {
     pub(super) spots_in_flight: BTreeMap<BlockNumber, BlockRange>,
     /// Stretches, by start, where the node refused a range the survey put far under the cap: there the
     /// probe's share does not hold (a contract the probe does not see burst, or the mix changed), so the
-    /// planner cuts them as if they were not surveyed. Pruned like the rest.
-    distrusted: BTreeMap<BlockNumber, BlockRange>,
+    /// planner cuts them as if they were not surveyed. Disjoint; pruned like the rest.
+    distrusted: BTreeMap<BlockNumber, Distrusted>,
     /// The span of the next survey request.
     pub(super) span: u64,
     /// The last block of the last lookahead survey the node refused for too many results, and how many of
@@ -278,10 +289,13 @@ impl Survey {
         };
         self.covered = prune(self.covered);
         let above = self.distrusted.split_off(&block);
-        let straddling = self.distrusted.pop_last().and_then(|(_, s)| prune(Some(s)));
+        let straddling = self
+            .distrusted
+            .pop_last()
+            .and_then(|(_, d)| prune(Some(d.blocks)).map(|blocks| Distrusted { blocks, ..d }));
         self.distrusted = above;
-        if let Some(s) = straddling {
-            self.distrusted.insert(s.start(), s);
+        if let Some(d) = straddling {
+            self.distrusted.insert(d.blocks.start(), d);
         }
         let above = self.spots.split_off(&block);
         let straddling = self.spots.pop_last().and_then(|(_, s)| prune(Some(s)));
@@ -291,9 +305,37 @@ impl Survey {
         }
     }
 
-    /// Stops trusting the survey's hits in `range` (see `distrusted`).
+    /// Stops trusting the survey's hits in `range` (see `distrusted`), joined with the stretches it overlaps.
     pub(super) fn distrust(&mut self, range: BlockRange) {
-        super::keep_longest(&mut self.distrusted, range);
+        let mut joined = Distrusted {
+            blocks: range,
+            burst_end: None,
+        };
+        let overlapping: Vec<BlockNumber> = self
+            .distrusted
+            .range(..=range.end())
+            .filter(|(_, d)| d.blocks.end() >= range.start())
+            .map(|(&start, _)| start)
+            .collect();
+        for start in overlapping {
+            let d = self.distrusted.remove(&start).expect("listed above");
+            joined.blocks = BlockRange::new(
+                d.blocks.start().min(joined.blocks.start()),
+                d.blocks.end().max(joined.blocks.end()),
+            )
+            .expect("start <= end");
+            joined.burst_end = joined.burst_end.max(d.burst_end);
+        }
+        self.distrusted.insert(joined.blocks.start(), joined);
+    }
+
+    /// The distrusted stretch `block` lies in, if any.
+    fn distrusted_at(&mut self, block: BlockNumber) -> Option<&mut Distrusted> {
+        self.distrusted
+            .range_mut(..=block)
+            .next_back()
+            .map(|(_, d)| d)
+            .filter(|d| d.blocks.contains(block))
     }
 
     /// Whether `block` lies in a distrusted stretch.
@@ -301,7 +343,58 @@ impl Survey {
         self.distrusted
             .range(..=block)
             .next_back()
-            .is_some_and(|(_, s)| s.contains(block))
+            .is_some_and(|(_, d)| d.blocks.contains(block))
+    }
+
+    /// Weighs the answer of `n` logs for `range` against the survey, where `range` starts in a distrusted
+    /// stretch: an answer over the survey's count by more than [`AGREE_SIGMAS`] is the burst that made the
+    /// survey wrong there; one within it, after such a burst, says the burst is over, and the survey is
+    /// trusted again after `range`. Without this, the blocks after a burst of a contract the probe does not
+    /// see were cut by spans regrown from the burst's few dozen blocks, three or four answers of a few
+    /// hundred logs each up to the refused range's end, though the survey was right there.
+    pub(super) fn weigh_distrusted(&mut self, range: BlockRange, n: u64, extent: Extent) {
+        if !self.is_distrusted_answer(range) {
+            return;
+        }
+        let burst = self.exceeds(range, n, extent);
+        let Some(stretch) = self.distrusted_at(range.start()) else {
+            unreachable!("an answer in a distrusted stretch");
+        };
+        if burst {
+            stretch.burst_end = stretch.burst_end.max(Some(range.end()));
+        } else if stretch.burst_end.is_some_and(|end| end < range.start())
+            && range.end() < stretch.blocks.end()
+        {
+            stretch.blocks =
+                BlockRange::new(stretch.blocks.start(), range.end()).expect("range starts in it");
+        }
+    }
+
+    /// Whether an answer of `n` logs for `range`, which starts in a distrusted stretch, is a burst there
+    /// ([`Self::weigh_distrusted`]): not a sample of the mix the probe's share stands for.
+    pub(super) fn is_blind_burst(&self, range: BlockRange, n: u64, extent: Extent) -> bool {
+        self.is_distrusted_answer(range) && self.exceeds(range, n, extent)
+    }
+
+    /// Whether `range` was surveyed and starts in a distrusted stretch.
+    fn is_distrusted_answer(&self, range: BlockRange) -> bool {
+        !self.disabled && self.is_distrusted(range.start()) && self.was_surveyed(range)
+    }
+
+    /// Whether `n` logs for `range` are more than its hits estimate with [`AGREE_SIGMAS`] of error.
+    fn exceeds(&self, range: BlockRange, n: u64, extent: Extent) -> bool {
+        n as f64 > self.estimate_with(self.hits_within(range), extent, AGREE_SIGMAS)
+    }
+
+    /// Whether every block of `range` was surveyed, trusted or not.
+    fn was_surveyed(&self, range: BlockRange) -> bool {
+        let holds = |s: &BlockRange| s.contains(range.start()) && s.contains(range.end());
+        self.covered.as_ref().is_some_and(holds)
+            || self
+                .spots
+                .range(..=range.start())
+                .next_back()
+                .is_some_and(|(_, s)| holds(s))
     }
 
     /// The surveyed stretch `block` lies in, if any (none where the survey is distrusted).
@@ -329,13 +422,18 @@ impl Survey {
     /// Estimated logs of `hits` probe hits over `extent`, plus [`SIGMAS`] standard deviations of their
     /// Poisson error: by the fitted background where there is one, else by the probe's share.
     pub(super) fn upper_estimate(&self, hits: u64, extent: Extent) -> f64 {
-        if let Some(estimate) = self.fits().and_then(|f| f.estimate(hits, extent, SIGMAS)) {
+        self.estimate_with(hits, extent, SIGMAS)
+    }
+
+    /// Estimated logs of `hits` probe hits over `extent`, plus `sigmas` standard deviations of their error.
+    fn estimate_with(&self, hits: u64, extent: Extent, sigmas: f64) -> f64 {
+        if let Some(estimate) = self.fits().and_then(|f| f.estimate(hits, extent, sigmas)) {
             return estimate;
         }
         let Some(share) = self.share() else {
             return f64::INFINITY;
         };
-        (hits as f64 + SIGMAS * (hits as f64 + 1.0).sqrt()) / share
+        (hits as f64 + sigmas * (hits as f64 + 1.0).sqrt()) / share
     }
 
     /// Estimated logs of `hits` probe hits over `extent`, as [`Self::upper_estimate`] without the error.

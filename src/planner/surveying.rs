@@ -12,9 +12,15 @@ impl Planner {
     /// `i`. Once enough logs were seen, the planner picks the probe whose share suits a survey.
     pub fn observe_mix(&mut self, range: BlockRange, n_logs: u64, per_candidate: &[u64]) {
         if range.start() >= self.sampling_from {
+            // Counted, a burst of logs the probe does not see would lower its share everywhere: on the
+            // `bursts` preset every quiet stretch after one was then cut several times too short.
+            let extent = self.addresses.extent(range.start(), range.end());
+            if self.survey.is_blind_burst(range, n_logs, extent) {
+                return;
+            }
             let remaining = self.end.saturating_sub(self.next) + 1;
             self.survey.observe(
-                self.addresses.extent(range.start(), range.end()),
+                extent,
                 n_logs,
                 per_candidate,
                 remaining,

@@ -1,6 +1,8 @@
 use super::*;
 use proptest::prelude::*;
 
+mod bursts;
+
 pub(super) const CONFIG: PlannerConfig = PlannerConfig {
     initial_span: 100,
     max_span: 10_000,
