@@ -524,34 +524,6 @@ fn a_range_the_survey_misjudged_splits_at_its_surveyed_midpoint_and_its_pieces_b
     );
 }
 
-/// A burst of a contract the probe does not see, met by a suggested range: the answer holds a hundred times
-/// what the survey put in its blocks, so the blocks behind it are cut by its density, not by the survey
-/// that put the whole refused range under the cap.
-#[test]
-fn an_answer_far_over_its_survey_estimate_has_the_blocks_behind_it_cut_by_its_density() {
-    let mut planner = surveying(range(0, 1_000_000));
-    let survey = planner.next_survey().unwrap();
-    // A probe hit every ten blocks: two logs a block at a 5% share.
-    let hits: Vec<u64> = (survey.range.start()..=survey.range.end())
-        .step_by(10)
-        .collect();
-    let next = next_range_surveying(&mut planner, survey, &hits);
-    assert!(next.len() > 1_000, "{next}: cut by the survey");
-    let start = next.start();
-    planner.report(
-        next,
-        Outcome::TooManyResults {
-            suggested: Some((start, start + 19)),
-        },
-    );
-    assert_eq!(planner.next_range(), Some(range(start, start + 19)));
-    // The survey put about 40 logs in these 20 blocks.
-    planner.report(range(start, start + 19), Outcome::Logs { n: 4_900 });
-    let rest = planner.next_range().unwrap();
-    assert_eq!(rest.start(), start + 20);
-    assert!(rest.len() < 20, "{rest}: cut by the survey, blind here");
-}
-
 #[test]
 fn a_range_the_survey_nearly_judged_right_is_cut_by_the_survey_again() {
     let mut planner = surveying(range(0, 1_000_000));

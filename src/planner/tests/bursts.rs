@@ -30,13 +30,21 @@ fn past_a_burst_start() -> (Planner, BlockRange) {
     (planner, refused)
 }
 
+/// The suggested range's answer holds a hundred times what the survey put in its blocks, so the blocks
+/// behind it are cut by its density, not by the survey that put the whole refused range under the cap.
+#[test]
+fn an_answer_far_over_its_survey_estimate_has_the_blocks_behind_it_cut_by_its_density() {
+    let (mut planner, refused) = past_a_burst_start();
+    let rest = planner.next_range().unwrap();
+    assert_eq!(rest.start(), refused.start() + 20);
+    assert!(rest.len() < 20, "{rest}: cut by the survey, blind here");
+}
+
 #[test]
 fn after_a_burst_an_answer_the_survey_agrees_with_has_the_blocks_after_it_cut_by_the_survey() {
     let (mut planner, refused) = past_a_burst_start();
-    // The burst's density cuts the next piece: a few blocks.
+    // Cut by the burst's density: a few blocks.
     let after = planner.next_range().unwrap();
-    assert_eq!(after.start(), refused.start() + 20);
-    assert!(after.len() < 20, "{after}: cut by the burst's density");
     // Two logs a block, as the survey says: the burst is over.
     planner.report(after, Outcome::Logs { n: 2 * after.len() });
     let rest = planner.next_range().unwrap();
