@@ -457,10 +457,9 @@ fn assert_within_ceilings(presets: &[(&str, f64)], node: Node) {
 /// target alone was read by narrower filters at once (`Planner::expects_overflow`), overcap took 145 (1.58x,
 /// 31 refused): each block over the cap was asked for alone once and refused; over seeds 1-5 and 7 the
 /// presets took 6,074 requests then and 5,999 now (against the plain node 5,799 and 5,773), none more on
-/// any preset and seed. Bursts' 1.75 (1.7 before the survey was trusted again after a burst it does not see,
-/// `planner::survey::Survey::weigh_distrusted`): seed 7 went from 85 to 90 requests, as the survey, trusted
-/// again, cut the quiet blocks after two bursts into five answers where regrown spans had taken two, while
-/// seeds 1-5 and 7 together went from 620 to 584.
+/// any preset and seed. Once the survey was trusted again after a burst it does not see and the burst's
+/// answers were kept out of the probe's share (`planner::survey::Survey::weigh_distrusted`), bursts here took
+/// 620 -> 574 requests over seeds 1-5 and 7, seed 7 85 -> 87.
 #[test]
 fn with_a_node_that_suggests_ranges_presets_stay_within_their_measured_ratios() {
     assert_within_ceilings(
@@ -468,7 +467,7 @@ fn with_a_node_that_suggests_ranges_presets_stay_within_their_measured_ratios() 
             ("default", 1.3),
             ("sparse", 1.3),
             ("overcap", 1.5),
-            ("bursts", 1.75),
+            ("bursts", 1.7),
             ("growth", 1.32),
             ("hot", 1.23),
             ("huge_runs", 1.3),

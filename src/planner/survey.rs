@@ -370,10 +370,20 @@ impl Survey {
         }
     }
 
-    /// Whether an answer of `n` logs for `range`, which starts in a distrusted stretch, is a burst there
-    /// ([`Self::weigh_distrusted`]): not a sample of the mix the probe's share stands for.
-    pub(super) fn is_blind_burst(&self, range: BlockRange, n: u64, extent: Extent) -> bool {
-        self.is_distrusted_answer(range) && self.exceeds(range, n, extent)
+    /// Whether an answer of `n` logs for `range`, which starts in a distrusted stretch or is the first part
+    /// of a refused range (`refused_here`), is a burst there ([`Self::weigh_distrusted`]): not a sample of
+    /// the mix the probe's share stands for.
+    pub(super) fn is_blind_burst(
+        &self,
+        range: BlockRange,
+        n: u64,
+        extent: Extent,
+        refused_here: bool,
+    ) -> bool {
+        !self.disabled
+            && (refused_here || self.is_distrusted(range.start()))
+            && self.was_surveyed(range)
+            && self.exceeds(range, n, extent)
     }
 
     /// Whether `range` was surveyed and starts in a distrusted stretch.

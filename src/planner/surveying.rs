@@ -13,9 +13,15 @@ impl Planner {
     pub fn observe_mix(&mut self, range: BlockRange, n_logs: u64, per_candidate: &[u64]) {
         if range.start() >= self.sampling_from {
             // Counted, a burst of logs the probe does not see would lower its share everywhere: on the
-            // `bursts` preset every quiet stretch after one was then cut several times too short.
+            // `bursts` preset every quiet stretch after one was then cut several times too short. The first
+            // part of a refused range (a suggested range, a narrowing's probe) is weighed as a burst too:
+            // the refusal already said the survey was short there.
             let extent = self.addresses.extent(range.start(), range.end());
-            if self.survey.is_blind_burst(range, n_logs, extent) {
+            let refused_here = self.held.contains_key(&range.start());
+            if self
+                .survey
+                .is_blind_burst(range, n_logs, extent, refused_here)
+            {
                 return;
             }
             let remaining = self.end.saturating_sub(self.next) + 1;

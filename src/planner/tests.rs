@@ -524,11 +524,12 @@ fn a_range_the_survey_misjudged_splits_at_its_surveyed_midpoint_and_its_pieces_b
     );
 }
 
-#[test]
-fn a_range_the_survey_nearly_judged_right_is_cut_by_the_survey_again() {
+/// A surveying planner whose survey found 200 hits in blocks 300..=399 (at a 5% share about 4,300 logs,
+/// near enough the target of 5,000), and the range it cut by them, which the node refused without a
+/// suggestion.
+fn refused_nearly_right() -> (Planner, BlockRange) {
     let mut planner = surveying(range(0, 1_000_000));
     let survey = planner.next_survey().unwrap();
-    // 200 hits in blocks 300..=399 at a 5% share: about 4,300 logs, near enough the target of 5,000.
     let hits: Vec<u64> = (300..=399u64).flat_map(|b| [b, b]).collect();
     let next = next_range_surveying(&mut planner, survey, &hits);
     assert!(next.contains(300) && next.contains(399), "{next}");
@@ -536,6 +537,12 @@ fn a_range_the_survey_nearly_judged_right_is_cut_by_the_survey_again() {
         planner.report(next, Outcome::TooManyResults { suggested: None }),
         Verdict::Split
     );
+    (planner, next)
+}
+
+#[test]
+fn a_range_the_survey_nearly_judged_right_is_cut_by_the_survey_again() {
+    let (mut planner, _) = refused_nearly_right();
     assert_eq!(planner.next_range().map(|r| r.end()), Some(349));
 }
 

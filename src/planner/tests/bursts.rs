@@ -7,8 +7,8 @@ use super::*;
 
 /// A surveying planner (5% share) whose survey found a probe hit every ten blocks, two logs a block, and the
 /// range it cut by that survey, which the node refused with a suggestion of its first 20 blocks: a burst
-/// the probe does not see. Returns the planner with that suggestion answered by 4,900 logs, and the range.
-fn past_a_burst_start() -> (Planner, BlockRange) {
+/// the probe does not see. Returns the planner with that suggestion handed out, and the range.
+fn refused_with_a_suggestion() -> (Planner, BlockRange) {
     let mut planner = surveying(range(0, 1_000_000));
     let survey = planner.next_survey().unwrap();
     let hits: Vec<u64> = (survey.range.start()..=survey.range.end())
@@ -23,8 +23,14 @@ fn past_a_burst_start() -> (Planner, BlockRange) {
             suggested: Some((start, start + 19)),
         },
     );
-    let burst = range(start, start + 19);
-    assert_eq!(planner.next_range(), Some(burst));
+    assert_eq!(planner.next_range(), Some(range(start, start + 19)));
+    (planner, refused)
+}
+
+/// [`refused_with_a_suggestion`], with the suggested range answered by 4,900 logs.
+fn past_a_burst_start() -> (Planner, BlockRange) {
+    let (mut planner, refused) = refused_with_a_suggestion();
+    let burst = range(refused.start(), refused.start() + 19);
     planner.observe_mix(burst, 4_900, &[2, 4_898]);
     planner.report(burst, Outcome::Logs { n: 4_900 });
     (planner, refused)
@@ -75,10 +81,15 @@ fn an_answer_before_any_burst_keeps_the_survey_distrusted() {
 
 #[test]
 fn a_burst_answer_does_not_lower_the_probe_share() {
-    let (mut planner, refused) = past_a_burst_start();
+    let (mut planner, refused) = refused_with_a_suggestion();
     let extent = planner.addresses.extent(0, 999);
     let estimate = planner.survey.estimate(100, extent);
-    // Another burst answer in the distrusted stretch: left out of the share.
+    // The suggested range's answer, in the stretch the refusal distrusted: left out of the share.
+    let burst = range(refused.start(), refused.start() + 19);
+    planner.observe_mix(burst, 4_900, &[2, 4_898]);
+    planner.report(burst, Outcome::Logs { n: 4_900 });
+    assert_eq!(planner.survey.estimate(100, extent), estimate);
+    // Another burst answer there: left out too.
     let after = planner.next_range().unwrap();
     assert!(refused.contains(after.start()));
     planner.observe_mix(after, 4_000, &[1, 3_999]);
@@ -99,4 +110,22 @@ fn overlapping_distrusted_stretches_are_joined() {
         assert!(!survey.covers(block), "{block} is distrusted");
     }
     assert!(survey.covers(49) && survey.covers(401));
+}
+
+/// A refused range the survey nearly judged right is not distrusted, but the answer of its first part, far
+/// over the survey's count, is a burst all the same: counted, it diluted the share before the stretch was
+/// distrusted (behind a suggesting node, the suggested range's answer).
+#[test]
+fn the_first_part_of_a_refused_range_far_over_its_count_does_not_lower_the_probe_share() {
+    let (mut planner, refused) = refused_nearly_right();
+    let first = planner.next_range().unwrap();
+    assert_eq!(first.start(), refused.start());
+    assert!(
+        planner.survey.covers(first.start()),
+        "not distrusted: the survey nearly judged the refused range right"
+    );
+    let extent = planner.addresses.extent(0, 999);
+    let estimate = planner.survey.estimate(100, extent);
+    planner.observe_mix(first, 4_900, &[2, 4_898]);
+    assert_eq!(planner.survey.estimate(100, extent), estimate);
 }
