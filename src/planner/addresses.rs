@@ -4,7 +4,8 @@
 //! cut by it over a quiet stretch of the probe were refused one after another (a range estimated under
 //! 9,500 logs held 22,700). Counted per address and block instead, the children's logs are steady, and
 //! the ranges ahead are cut by the children known to exist there (read ahead of the backfill,
-//! `pipeline::foresight`). Without factories every block weighs one, as before. Pure arithmetic.
+//! `pipeline::foresight`). The span learned from answers where no survey covers a range is weighed the same
+//! way (`super::learning`). Without factories every block weighs one, as before. Pure arithmetic.
 
 use std::sync::Arc;
 
@@ -51,6 +52,26 @@ impl Addresses {
             blocks: (to + 1).saturating_sub(from),
             weight: self.weighted(from, to),
         }
+    }
+
+    /// The most blocks from `from` on, `max` at most and one at least, whose weight stays within `budget`.
+    pub(super) fn blocks_within(&self, from: BlockNumber, budget: f64, max: u64) -> u64 {
+        let fits =
+            |blocks: u64| self.weighted(from, from.saturating_add(blocks - 1)) as f64 <= budget;
+        if fits(max) {
+            return max;
+        }
+        // `low` fits (or is the one block a range takes at least), `high` does not.
+        let (mut low, mut high) = (1, max);
+        while low + 1 < high {
+            let mid = low + (high - low) / 2;
+            if fits(mid) {
+                low = mid;
+            } else {
+                high = mid;
+            }
+        }
+        low
     }
 
     /// The weight of `from..=to`: its blocks, each times the addresses there (the mean of its ends', as
@@ -115,6 +136,82 @@ mod tests {
         // Blocks counted alike, the answers averaged 4-17 logs a block, the newest the most.
         let alike = range_where_children_multiply(false);
         assert!(alike.len() > 350, "{alike}");
+    }
+
+    /// Ten contracts from block 0, then a child joining at every block from 100 on.
+    fn children_from_block_100() -> Vec<BlockNumber> {
+        let mut joins = vec![0; 10];
+        joins.extend(100..20_000);
+        joins
+    }
+
+    /// A planner weighing blocks by `joins` that has answered its ranges one at a time with `logs_of`
+    /// each, no survey covering any; returns the ranges it handed out.
+    fn answered_in_turn(
+        joins: Option<Vec<BlockNumber>>,
+        answers: usize,
+        logs_of: impl Fn(BlockRange) -> u64,
+    ) -> Vec<BlockRange> {
+        let mut planner = Planner::new(CONFIG, range(0, 1_000_000), []);
+        if let Some(joins) = joins {
+            planner.weigh_by_addresses(joins);
+        }
+        let mut ranges = Vec::new();
+        for _ in 0..answers {
+            let next = planner.next_range().expect("a range");
+            planner.report(next, Outcome::Logs { n: logs_of(next) });
+            ranges.push(next);
+        }
+        ranges.push(planner.next_range().expect("a range"));
+        ranges
+    }
+
+    /// Without a survey, the span learned from an answer is cut by the children known to join ahead: 1,000
+    /// logs over blocks 0-99 of ten contracts foretell one log per address and block, so from block 100,
+    /// where a child joins at each block, about 68 blocks hold the 0.61 of the target aimed at (303 with
+    /// blocks weighed alike, at ten logs a block).
+    #[test]
+    fn where_children_multiply_the_span_an_answer_teaches_is_cut_by_them() {
+        let weighed = answered_in_turn(Some(children_from_block_100()), 1, |_| 1_000);
+        assert_eq!(weighed[1].start(), 100);
+        assert!((60..=75).contains(&weighed[1].len()), "{}", weighed[1]);
+        let alike = answered_in_turn(None, 1, |_| 1_000);
+        assert_eq!(alike[1].len(), 303);
+    }
+
+    /// Where the logs keep a steady pace by blocks while children join, the density by blocks foretells
+    /// the answers, the one by addresses misses more each time, and the blocks cut the ranges again.
+    #[test]
+    fn a_steady_pace_beside_multiplying_children_is_learned_by_blocks() {
+        let steady = |r: BlockRange| 10 * r.len();
+        let weighed = answered_in_turn(Some(children_from_block_100()), 8, steady);
+        let alike = answered_in_turn(None, 8, steady);
+        // The first ranges after block 100 are cut by the children, and come back at half their forecast.
+        assert!(weighed[1].len() < alike[1].len() / 2, "{weighed:?}");
+        let last = |ranges: &[BlockRange]| ranges.last().map(BlockRange::len);
+        assert_eq!(last(&weighed), last(&alike), "{weighed:?}");
+    }
+
+    #[test]
+    fn blocks_within_a_budget_of_weight() {
+        // Two contracts, then a child at each block from 100: blocks 100-109 weigh 3 + 4 + ... + 12.
+        let mut joins = vec![0, 0];
+        joins.extend(100..1_000);
+        let addresses = Addresses::joining_at(joins);
+        assert_eq!(addresses.blocks_within(0, 200.0, 1_000), 100);
+        assert_eq!(addresses.weighted(100, 109), 10 * (3 + 12) / 2);
+        assert_eq!(addresses.blocks_within(100, 75.0, 1_000), 10);
+        assert_eq!(addresses.blocks_within(100, 74.0, 1_000), 9);
+        assert_eq!(
+            addresses.blocks_within(100, 0.0, 1_000),
+            1,
+            "a block at least"
+        );
+        assert_eq!(
+            addresses.blocks_within(100, 1e12, 40),
+            40,
+            "the span at most"
+        );
     }
 
     #[test]

@@ -27,7 +27,7 @@ const MIN_BACKGROUND_SHARE: f64 = 0.1;
 const DECAY: f64 = 0.8;
 /// The fit by blocks is used only where its miss is under this share of the fit by addresses': a factory's
 /// children are the likelier background, and where they add nothing the two fits are the same.
-const BLOCKS_MISS_RATIO: f64 = 0.5;
+pub(super) const BLOCKS_MISS_RATIO: f64 = 0.5;
 /// Standard deviations under its count that a fitted coefficient is taken at (as the share's).
 const SIGMAS: f64 = 2.0;
 

@@ -8,9 +8,16 @@
 //! `bursts` preset a span learned inside a burst of one contract cut the quiet blocks after another burst
 //! into crumbs of forty blocks, and the running miss, fed by every burst's edge, held every range inside
 //! a burst at 0.6 of the target (docs/BENCHMARKS.md, "Spans learned where they apply").
+//!
+//! Where a factory's children join as the blocks go (`super::addresses`), each answer also teaches its logs
+//! per block and address asked for there, and where that has foretold the answers better (the survey's fit
+//! chooses the same way, `super::background`), a range ends where the children known to exist ahead fill
+//! it: on a chain of 300 pairs that multiply as the square of the height, with no probe to survey by, ranges
+//! cut by the logs per block of the stretches behind were refused five at a time (docs/BENCHMARKS.md).
 
 use crate::primitives::{BlockNumber, BlockRange};
 
+use super::background::BLOCKS_MISS_RATIO;
 use super::Planner;
 
 /// Where only a learned span is known, aim at a fraction of the target that shrinks with how badly one
@@ -36,6 +43,10 @@ const MISS_ALPHA: f64 = 0.2;
 /// and 96).
 const MAX_GROWTH: u64 = 8;
 
+/// An answer of fewer logs than this foretells nothing: its own count errs by a quarter or more, and a
+/// forecast from an empty answer (a contract's first blocks) missed the next by a factor of hundreds, which
+/// held the aim at its lowest for the rest of a short chain.
+const MIN_FORECAST_LOGS: u64 = 16;
 /// A tail holding fewer logs than this says too little to foretell with: the whole answer does.
 const MIN_TAIL_LOGS: u64 = 64;
 /// The tail's density replaces the whole answer's only where it differs from it by more than this factor
@@ -55,6 +66,60 @@ pub(super) struct Learned {
     span: u64,
     /// The logs per block it foretells for the range after it.
     density: f64,
+    /// Where a factory's children join as the blocks go: the logs per block and address it foretells.
+    weighed: Option<f64>,
+    /// Where that foretells better than [`Self::density`]: the weight (blocks times addresses) the range
+    /// after it may hold.
+    budget: Option<f64>,
+    /// Whether the answer held enough logs to foretell with ([`MIN_FORECAST_LOGS`]).
+    foretells: bool,
+}
+
+/// The densities of the last answer anywhere, and how well each has foretold the next answer.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Running {
+    /// Logs per block.
+    density: Option<f64>,
+    /// The running miss of that density as a forecast of the next answer (see `MAX_LEARNED_AIM`).
+    miss: f64,
+    /// Where a factory's children join as the blocks go (`super::addresses`): logs per block and address
+    /// asked for there, and its running miss.
+    weighed: Option<f64>,
+    weighed_miss: f64,
+    /// Where that foretells better: the weight a range cut by the running span may hold.
+    budget: Option<f64>,
+    /// Whether the last answer held enough logs to foretell with ([`MIN_FORECAST_LOGS`]).
+    foretells: bool,
+}
+
+impl Default for Running {
+    fn default() -> Self {
+        Self {
+            density: None,
+            miss: INITIAL_MISS,
+            weighed: None,
+            weighed_miss: INITIAL_MISS,
+            budget: None,
+            foretells: false,
+        }
+    }
+}
+
+impl Running {
+    /// Whether the density by addresses foretells better: the fit by blocks must miss under
+    /// [`BLOCKS_MISS_RATIO`] of it to be used (as the survey's background chooses, `super::background`).
+    fn by_addresses(&self) -> bool {
+        self.weighed.is_some() && self.miss >= BLOCKS_MISS_RATIO * self.weighed_miss
+    }
+
+    /// The running miss of the density in use.
+    fn in_use_miss(&self) -> f64 {
+        if self.budget.is_some() {
+            self.weighed_miss
+        } else {
+            self.miss
+        }
+    }
 }
 
 /// The last blocks of an answer that hold half its logs: from the block of its middle log to its end.
@@ -118,45 +183,81 @@ impl Planner {
     /// cut by the density of the answer's tail where [`Self::observe_tail`] gave one.
     /// Either span shrinks at once where logs are dense and grows at most [`MAX_GROWTH`] times the range
     /// (the span after the answer without that bound once the node has suggested a range).
+    /// Where a factory's children join as the blocks go, the same is learned per block and address too, and
+    /// used where it foretells better: the children known to exist ahead then cut the range there.
     pub(super) fn learn_density(&mut self, range: BlockRange, n: u64) {
-        let density = n as f64 / range.len() as f64;
+        let logs = n as f64;
+        let extent = self.addresses.extent(range.start(), range.end());
+        let density = logs / range.len() as f64;
+        // The part of the answer that foretells the blocks after it, as (its blocks, its share of the logs).
         let by_tail = match self.tail.take() {
             Some((of, tail)) if of == range && range.len() > 1 => {
-                Some(n as f64 * tail.share / tail.blocks as f64)
-                    .filter(|ahead| (ahead / density).ln().abs() > TAIL_CHANGE.ln())
+                let per_block = |(blocks, share): (u64, f64)| logs * share / blocks as f64;
+                Some((tail.blocks, tail.share))
+                    .filter(|&part| (per_block(part) / density).ln().abs() > TAIL_CHANGE.ln())
                     .or_else(|| {
-                        Some(n as f64 * tail.end_share / tail.end_blocks as f64)
-                            .filter(|end| self.suggests && end * TAIL_CHANGE < density)
+                        Some((tail.end_blocks, tail.end_share)).filter(|&part| {
+                            self.suggests && per_block(part) * TAIL_CHANGE < density
+                        })
                     })
             }
             _ => None,
         };
-        let ahead = by_tail.unwrap_or(density);
-        let miss_of = |foretold: f64| {
-            let foretold = foretold * range.len() as f64;
-            ((n as f64 + 1.0) / (foretold + 1.0)).ln().abs()
-        };
-        if let Some(foretold) = self.density {
-            self.miss = (1.0 - MISS_ALPHA) * self.miss + MISS_ALPHA * miss_of(foretold);
+        let ahead = by_tail.map_or(density, |(blocks, share)| logs * share / blocks as f64);
+        let weighed = self.addresses.grow().then(|| {
+            let (blocks, share) = by_tail.unwrap_or((range.len(), 1.0));
+            let weight = self.addresses.extent(range.end() + 1 - blocks, range.end());
+            (
+                logs / extent.weight as f64,
+                logs * share / weight.weight as f64,
+            )
+        });
+        let miss_of = |foretold: f64| ((logs + 1.0) / (foretold + 1.0)).ln().abs();
+        let decayed =
+            |miss: f64, foretold: f64| (1.0 - MISS_ALPHA) * miss + MISS_ALPHA * miss_of(foretold);
+        let foretells = n >= MIN_FORECAST_LOGS;
+        let running = &mut self.running;
+        if let Some(foretold) = running.density.filter(|_| running.foretells) {
+            running.miss = decayed(running.miss, foretold * range.len() as f64);
         }
-        self.density = Some(density);
+        if let (Some(foretold), Some(_), true) = (running.weighed, weighed, running.foretells) {
+            running.weighed_miss = decayed(running.weighed_miss, foretold * extent.weight as f64);
+        }
+        running.foretells = foretells;
+        running.density = Some(density);
+        running.weighed = weighed.map(|(all, _)| all);
+        let by_addresses = running.by_addresses();
+        let running_miss = if by_addresses {
+            running.weighed_miss
+        } else {
+            running.miss
+        };
         let local_miss = match by_tail {
             Some(_) => TAIL_MISS,
             None => self
                 .learned_before(range.start())
-                .map_or(self.miss, |before| miss_of(before.density)),
+                .filter(|before| before.foretells)
+                .map_or(running_miss, |before| match before.weighed {
+                    Some(foretold) if by_addresses => miss_of(foretold * extent.weight as f64),
+                    _ => miss_of(before.density * range.len() as f64),
+                }),
         };
 
+        let aim = |miss: f64| (self.config.target_logs as f64 * aim_of(miss)).max(1.0);
         let ideal = |miss: f64, density: f64| {
-            let aim = (self.config.target_logs as f64 * aim_of(miss)).max(1.0);
             if density <= 0.0 {
                 u64::MAX
             } else {
-                (aim / density).min(u64::MAX as f64) as u64
+                (aim(miss) / density).min(u64::MAX as f64) as u64
             }
         };
+        // The weight a range may hold, by the logs per block and address (none where there are none).
+        let budget = |miss: f64, weighed: f64| {
+            by_addresses.then(|| aim(miss) / weighed.max(f64::MIN_POSITIVE))
+        };
         let growth = range.len().saturating_mul(MAX_GROWTH);
-        self.span = self.clamp(ideal(self.miss, density).min(growth.max(self.span)));
+        self.span = self.clamp(ideal(running_miss, density).min(growth.max(self.span)));
+        self.running.budget = weighed.and_then(|(all, _)| budget(running_miss, all));
         // Where the node suggests ranges, an overshoot costs one refusal whose suggested range is itself a
         // full answer; held to `MAX_GROWTH`, the quiet blocks after a burst went out in crumbs.
         let local_growth = if self.suggests { u64::MAX } else { growth };
@@ -166,20 +267,31 @@ impl Planner {
             Learned {
                 span,
                 density: ahead,
+                weighed: weighed.map(|(_, ahead)| ahead),
+                budget: weighed.and_then(|(_, ahead)| budget(local_miss, ahead)),
+                foretells,
             },
         );
     }
 
     /// The span of a range starting at `start` where no survey covers it: the one learned from the answer
-    /// just before it, else the last learned anywhere.
+    /// just before it, else the last learned anywhere; where a budget of weight was learned with it, no
+    /// longer than the blocks from `start` that stay within it.
     pub(super) fn span_at(&self, start: BlockNumber) -> u64 {
-        self.learned_before(start)
-            .map_or(self.span, |learned| self.clamp(learned.span))
+        let (span, budget) = self
+            .learned_before(start)
+            .map_or((self.span, self.running.budget), |learned| {
+                (learned.span, learned.budget)
+            });
+        let span = self.clamp(span);
+        budget.map_or(span, |budget| {
+            self.addresses.blocks_within(start, budget, span)
+        })
     }
 
     /// The fraction of the target a range cut by the running span aims at.
     pub(super) fn learned_aim(&self) -> f64 {
-        aim_of(self.miss)
+        aim_of(self.running.in_use_miss())
     }
 
     /// What the answer for the blocks ending right before `start` taught, if it came.
@@ -240,6 +352,22 @@ mod tests {
         }
         planner.report(first, Outcome::Logs { n });
         planner.next_range().unwrap()
+    }
+
+    /// An empty answer (a contract's first blocks) foretells nothing: after it and four answers of an even
+    /// density, the aim of ranges cut by the running span has risen from the 0.61 of no history. Counted as
+    /// a forecast, its miss of a factor of 4,000 held the aim at its lowest, 0.6, through all of them.
+    #[test]
+    fn an_empty_answer_does_not_lower_the_aim_of_the_ranges_after_it() {
+        let mut planner = Planner::new(CONFIG, range(0, 1_000_000), []);
+        let first = planner.next_range().unwrap();
+        planner.report(first, Outcome::Logs { n: 0 });
+        for _ in 0..5 {
+            let next = planner.next_range().unwrap();
+            planner.report(next, Outcome::Logs { n: 5 * next.len() });
+        }
+        let aim = planner.learned_aim();
+        assert!(aim > 0.7, "aim {aim}");
     }
 
     /// A burst that begins in the last blocks of an answer: the next range is cut by the burst's density,

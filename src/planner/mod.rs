@@ -30,7 +30,7 @@ use crate::primitives::{BlockNumber, BlockRange};
 
 use addresses::Addresses;
 pub use learning::Tail;
-use learning::{Learned, INITIAL_MISS};
+use learning::{Learned, Running};
 use narrowing::Held;
 use survey::Survey;
 
@@ -169,10 +169,8 @@ pub struct Planner {
     /// True once the node suggested a usable range with a refusal: an overshoot then costs one request,
     /// so the span after an answer may grow further (see [`learning`]).
     suggests: bool,
-    /// Logs per block of the last answer, and the running miss of such a density as a forecast of the
-    /// next answer (see `MAX_LEARNED_AIM`).
-    density: Option<f64>,
-    miss: f64,
+    /// The densities of the last answer and how well they foretell the next (see [`learning`]).
+    running: Running,
     /// True once `next` passed `end`.
     exhausted: bool,
     /// From here on the selection no longer changes (no contract joins above), so a probe's share holds.
@@ -218,8 +216,7 @@ impl Planner {
             tail: None,
             suggests: false,
             node_cap: None,
-            density: None,
-            miss: INITIAL_MISS,
+            running: Running::default(),
             exhausted: false,
             sampling_from,
             survey_cursor: sampling_from,
