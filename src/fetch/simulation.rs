@@ -485,7 +485,7 @@ fn with_a_node_that_suggests_ranges_presets_stay_within_their_measured_ratios() 
 /// refused range's spot survey kept all of it (`Planner::spots_due`), they took 249 and 711 requests
 /// (1.54x and 1.44x): a dense stretch near the chain's end refused every lookahead survey that reached it,
 /// thirteen in a row on seed 1, and the blocks behind a refused range's first part were cut blind. Before
-/// ranges of a few blocks were cut by their estimate without its error (`planner::FEW_BLOCKS`), the denser
+/// ranges of a few blocks were cut by their estimate without its error (`planner::cutting::FEW_BLOCKS`), the denser
 /// chains took 683 (1.39x): at 3,800 logs a block many ranges held one block where two fit.
 #[test]
 fn short_dense_chains_stay_within_their_measured_ratios() {

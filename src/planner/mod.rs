@@ -19,6 +19,7 @@
 
 mod addresses;
 mod background;
+mod cutting;
 mod learning;
 mod narrowing;
 mod survey;
@@ -29,6 +30,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::primitives::{BlockNumber, BlockRange};
 
 use addresses::Addresses;
+use cutting::{Cut, Waiting};
 pub use learning::Tail;
 use learning::{Learned, Running};
 use narrowing::Held;
@@ -42,13 +44,6 @@ const LOOKAHEAD_RANGES: f64 = 24.0;
 /// A refused range no survey covers gets a spot survey from this many blocks on: halving blind would take
 /// three round trips or more to find where its logs are.
 const MIN_SPOT_BLOCKS: u64 = 8;
-
-/// A surveyed range of up to this many blocks is cut where its estimated logs, without their error, reach
-/// the target: in a stretch of thousands of logs a block, a range one block shorter loses a third of a
-/// request or more, more than the refusals the error risks cost (on the `dense` preset at 14.4 times its
-/// density, seeds 1-4 and 7: 683 requests with the error allowed for everywhere, 665 from two blocks on,
-/// 656 from three, 658 from five; no other simulated chain changed).
-const FEW_BLOCKS: u64 = 3;
 
 /// A refused range whose surveyed estimate was under this fraction of the target tells that the survey is
 /// wrong there, not merely unlucky.
@@ -116,23 +111,6 @@ pub struct SurveyRequest {
     pub probe: usize,
     /// A spot survey of a refused range, not the lookahead.
     spot: bool,
-}
-
-/// Whether cutting a range may wait for the survey to get further.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Waiting {
-    /// A new range: better to wait one survey than to cut it blind.
-    Allowed,
-    /// A split piece: it is in the way of in-order commits, cut it now.
-    Never,
-}
-
-/// How a range was cut.
-enum Cut {
-    /// The range ends at this block.
-    At(BlockNumber),
-    /// Wait for the survey in flight.
-    Wait,
 }
 
 /// The planner.
@@ -344,82 +322,6 @@ impl Planner {
     fn hand_out(&mut self, range: BlockRange) -> BlockRange {
         self.handed_out.insert(range.start(), range);
         range
-    }
-
-    /// Where a range starting at `start` and ending at `hard_last` at the latest should end.
-    fn cut(&self, start: BlockNumber, hard_last: BlockNumber, waiting: Waiting) -> Cut {
-        let target = self.config.target_logs as f64;
-        if let Some(surveyed) = self
-            .survey
-            .coverage(start)
-            .filter(|_| !self.survey.disabled)
-        {
-            let limit = hard_last.min(surveyed.end());
-            // Estimated logs of `start..=last` holding `hits` hits.
-            let estimate = |hits: u64, last: BlockNumber| {
-                let extent = self.addresses.extent(start, last);
-                if extent.blocks <= FEW_BLOCKS {
-                    self.survey.estimate(hits, extent)
-                } else {
-                    self.survey.upper_estimate(hits, extent)
-                }
-            };
-            // A block that alone looks over the target still goes alone: the node decides.
-            let cut_before =
-                |block: BlockNumber| Cut::At(if block > start { block - 1 } else { block });
-            let mut hits = 0;
-            let mut from = start;
-            for (block, n) in self.survey.hits_in(start, limit) {
-                if block > from {
-                    if let Some(over) = self.first_over(from, block - 1, hits, &estimate) {
-                        return cut_before(over);
-                    }
-                }
-                if estimate(hits + n, block) > target {
-                    return cut_before(block);
-                }
-                hits += n;
-                from = block + 1;
-            }
-            if from <= limit {
-                if let Some(over) = self.first_over(from, limit, hits, &estimate) {
-                    return cut_before(over);
-                }
-            }
-            if limit == hard_last || waiting == Waiting::Never || !self.survey_pending() {
-                return Cut::At(limit);
-            }
-            return Cut::Wait;
-        }
-        if waiting == Waiting::Allowed && self.survey.in_flight.is_some_and(|s| s.contains(start)) {
-            return Cut::Wait;
-        }
-        Cut::At(start.saturating_add(self.span_at(start) - 1).min(hard_last))
-    }
-
-    /// The first block of `from..=to`, none of which holds a hit, where the estimate of `hits` hits reaches
-    /// the target by the blocks alone (only where the survey fitted a background to its probe).
-    fn first_over(
-        &self,
-        from: BlockNumber,
-        to: BlockNumber,
-        hits: u64,
-        estimate: &impl Fn(u64, BlockNumber) -> f64,
-    ) -> Option<BlockNumber> {
-        let target = self.config.target_logs as f64;
-        if !self.survey.has_background() || estimate(hits, to) <= target {
-            return None;
-        }
-        let (mut low, mut high) = (from, to);
-        while low < high {
-            let mid = low + (high - low) / 2;
-            if estimate(hits, mid) > target {
-                high = mid;
-            } else {
-                low = mid + 1;
-            }
-        }
-        Some(low)
     }
 
     /// Learns from the node's answer for `range` (a range this planner handed out).

@@ -40,6 +40,22 @@ fn grows_the_span_where_logs_are_sparse() {
     assert_eq!(planner.next_range().unwrap(), range(100, 899));
 }
 
+/// The blocks left before the plan's end that a tenth of the learned span holds go with the range before
+/// them, not as a request of their own.
+#[test]
+fn the_last_blocks_of_the_plan_are_no_range_of_their_own() {
+    let second_after_sparse_answer = |end: u64| {
+        let mut planner = Planner::new(CONFIG, range(0, end), []);
+        let first = planner.next_range().unwrap();
+        planner.report(first, Outcome::Logs { n: 300 });
+        planner.next_range().unwrap()
+    };
+    // Three logs a block: a span of 800 (8x the answer), and 51 blocks left before the end.
+    assert_eq!(second_after_sparse_answer(950), range(100, 950));
+    // 101 blocks left, over a tenth of the span: a range of their own.
+    assert_eq!(second_after_sparse_answer(1_000), range(100, 899));
+}
+
 #[test]
 fn aims_at_the_target_number_of_logs() {
     let mut planner = Planner::new(CONFIG, range(0, 1_000_000), []);
