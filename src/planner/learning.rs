@@ -217,11 +217,14 @@ impl Planner {
             |miss: f64, foretold: f64| (1.0 - MISS_ALPHA) * miss + MISS_ALPHA * miss_of(foretold);
         let foretells = n >= MIN_FORECAST_LOGS;
         let running = &mut self.running;
-        if let Some(foretold) = running.density.filter(|_| running.foretells) {
-            running.miss = decayed(running.miss, foretold * range.len() as f64);
-        }
-        if let (Some(foretold), Some(_), true) = (running.weighed, weighed, running.foretells) {
-            running.weighed_miss = decayed(running.weighed_miss, foretold * extent.weight as f64);
+        if running.foretells {
+            if let Some(foretold) = running.density {
+                running.miss = decayed(running.miss, foretold * range.len() as f64);
+            }
+            if let (Some(foretold), Some(_)) = (running.weighed, weighed) {
+                running.weighed_miss =
+                    decayed(running.weighed_miss, foretold * extent.weight as f64);
+            }
         }
         running.foretells = foretells;
         running.density = Some(density);

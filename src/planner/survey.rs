@@ -329,21 +329,18 @@ impl Survey {
         self.distrusted.insert(joined.blocks.start(), joined);
     }
 
-    /// The distrusted stretch `block` lies in, if any.
-    fn distrusted_at(&mut self, block: BlockNumber) -> Option<&mut Distrusted> {
+    /// The start of the distrusted stretch `block` lies in, if any.
+    fn distrusted_start(&self, block: BlockNumber) -> Option<BlockNumber> {
         self.distrusted
-            .range_mut(..=block)
+            .range(..=block)
             .next_back()
-            .map(|(_, d)| d)
-            .filter(|d| d.blocks.contains(block))
+            .filter(|(_, d)| d.blocks.contains(block))
+            .map(|(&start, _)| start)
     }
 
     /// Whether `block` lies in a distrusted stretch.
     fn is_distrusted(&self, block: BlockNumber) -> bool {
-        self.distrusted
-            .range(..=block)
-            .next_back()
-            .is_some_and(|(_, d)| d.blocks.contains(block))
+        self.distrusted_start(block).is_some()
     }
 
     /// Weighs the answer of `n` logs for `range` against the survey, where `range` starts in a distrusted
@@ -353,13 +350,17 @@ impl Survey {
     /// see were cut by spans regrown from the burst's few dozen blocks, three or four answers of a few
     /// hundred logs each up to the refused range's end, though the survey was right there.
     pub(super) fn weigh_distrusted(&mut self, range: BlockRange, n: u64, extent: Extent) {
-        if !self.is_distrusted_answer(range) {
+        let Some(start) = self
+            .distrusted_start(range.start())
+            .filter(|_| !self.disabled && self.was_surveyed(range))
+        else {
             return;
-        }
-        let burst = self.exceeds(range, n, extent);
-        let Some(stretch) = self.distrusted_at(range.start()) else {
-            unreachable!("an answer in a distrusted stretch");
         };
+        let burst = self.exceeds(range, n, extent);
+        let stretch = self
+            .distrusted
+            .get_mut(&start)
+            .expect("the stretch just found");
         if burst {
             stretch.burst_end = stretch.burst_end.max(Some(range.end()));
         } else if stretch.burst_end.is_some_and(|end| end < range.start())
@@ -384,11 +385,6 @@ impl Survey {
             && (refused_here || self.is_distrusted(range.start()))
             && self.was_surveyed(range)
             && self.exceeds(range, n, extent)
-    }
-
-    /// Whether `range` was surveyed and starts in a distrusted stretch.
-    fn is_distrusted_answer(&self, range: BlockRange) -> bool {
-        !self.disabled && self.is_distrusted(range.start()) && self.was_surveyed(range)
     }
 
     /// Whether `n` logs for `range` are more than its hits estimate with [`AGREE_SIGMAS`] of error.
