@@ -112,9 +112,9 @@ impl Running {
         self.weighed.is_some() && self.miss >= BLOCKS_MISS_RATIO * self.weighed_miss
     }
 
-    /// The running miss of the density in use.
+    /// The running miss of the density in use ([`Self::by_addresses`]).
     fn in_use_miss(&self) -> f64 {
-        if self.budget.is_some() {
+        if self.by_addresses() {
             self.weighed_miss
         } else {
             self.miss
@@ -230,11 +230,7 @@ impl Planner {
         running.density = Some(density);
         running.weighed = weighed.map(|(all, _)| all);
         let by_addresses = running.by_addresses();
-        let running_miss = if by_addresses {
-            running.weighed_miss
-        } else {
-            running.miss
-        };
+        let running_miss = running.in_use_miss();
         let local_miss = match by_tail {
             Some(_) => TAIL_MISS,
             None => self
