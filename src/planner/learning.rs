@@ -31,8 +31,16 @@ const MIN_LEARNED_AIM: f64 = 0.6;
 const MISS_WEIGHT: f64 = 1.3;
 /// The miss assumed before any answer: with `MISS_WEIGHT` it gives the 0.6 that suited the default chain.
 pub(super) const INITIAL_MISS: f64 = 0.5;
-/// Weight of the newest answer in the running miss.
+/// Weight of the newest answer in the running miss from the fifth forecast on (`1 / MISS_ALPHA -
+/// PRIOR_ANSWERS`); before that the running miss is the mean of the forecasts' misses and the assumed
+/// [`INITIAL_MISS`], which counts as [`PRIOR_ANSWERS`] answers.
 const MISS_ALPHA: f64 = 0.2;
+/// How many answers the assumed [`INITIAL_MISS`] weighs against the misses seen. Decayed by a fifth an
+/// answer from the first, it still made half the running miss after three forecasts that hit within 5% (a
+/// factory's pairs with no probe, docs/BENCHMARKS.md), and ranges went out at 0.65-0.8 of the target. Both
+/// running misses learn alike: with only the one by addresses learned this fast, it was preferred to the
+/// one by blocks too soon, and `bench --preset factory` met 12-29 more refusals.
+const PRIOR_ANSWERS: f64 = 0.5;
 /// An answer grows the span to at most this many times its own length: an answer about a few blocks says
 /// little about thousands, but creeping up by doubling after a dense stretch cost hundreds of tiny requests
 /// on the simulated chain (docs/BENCHMARKS.md); a split costs one. (Tried at 16 and 32 for the span after
@@ -86,6 +94,8 @@ pub(super) struct Running {
     /// asked for there, and its running miss.
     weighed: Option<f64>,
     weighed_miss: f64,
+    /// Forecasts whose miss has been counted into [`Self::miss`] and [`Self::weighed_miss`].
+    forecasts: (u32, u32),
     /// Where that foretells better: the weight a range cut by the running span may hold.
     budget: Option<f64>,
     /// Whether the last answer held enough logs to foretell with ([`MIN_FORECAST_LOGS`]).
@@ -99,6 +109,7 @@ impl Default for Running {
             miss: INITIAL_MISS,
             weighed: None,
             weighed_miss: INITIAL_MISS,
+            forecasts: (0, 0),
             budget: None,
             foretells: false,
         }
@@ -213,17 +224,28 @@ impl Planner {
             )
         });
         let miss_of = |foretold: f64| ((logs + 1.0) / (foretold + 1.0)).ln().abs();
-        let decayed =
-            |miss: f64, foretold: f64| (1.0 - MISS_ALPHA) * miss + MISS_ALPHA * miss_of(foretold);
+        // The `seen`th forecast's miss into the running one: the mean while few are seen, then decayed.
+        let decayed = |miss: f64, foretold: f64, seen: &mut u32| {
+            *seen = seen.saturating_add(1);
+            let alpha = (1.0 / (PRIOR_ANSWERS + f64::from(*seen))).max(MISS_ALPHA);
+            (1.0 - alpha) * miss + alpha * miss_of(foretold)
+        };
         let foretells = n >= MIN_FORECAST_LOGS;
         let running = &mut self.running;
         if running.foretells {
             if let Some(foretold) = running.density {
-                running.miss = decayed(running.miss, foretold * range.len() as f64);
+                running.miss = decayed(
+                    running.miss,
+                    foretold * range.len() as f64,
+                    &mut running.forecasts.0,
+                );
             }
             if let (Some(foretold), Some(_)) = (running.weighed, weighed) {
-                running.weighed_miss =
-                    decayed(running.weighed_miss, foretold * extent.weight as f64);
+                running.weighed_miss = decayed(
+                    running.weighed_miss,
+                    foretold * extent.weight as f64,
+                    &mut running.forecasts.1,
+                );
             }
         }
         running.foretells = foretells;
@@ -367,6 +389,26 @@ mod tests {
         }
         let aim = planner.learned_aim();
         assert!(aim > 0.7, "aim {aim}");
+    }
+
+    /// An even density is trusted within a few answers: after four answers of one pace (three forecasts
+    /// that hit), the aim of ranges cut by the running span is near its ceiling. The assumed miss decayed by
+    /// a fifth an answer still held it at 0.75 there.
+    #[test]
+    fn an_even_pace_raises_the_aim_within_a_few_answers() {
+        let mut planner = Planner::new(CONFIG, range(0, 1_000_000), []);
+        assert!((planner.learned_aim() - aim_of(INITIAL_MISS)).abs() < 1e-9);
+        for _ in 0..4 {
+            let next = planner.next_range().unwrap();
+            planner.report(next, Outcome::Logs { n: 20 * next.len() });
+        }
+        let aim = planner.learned_aim();
+        assert!(aim > 0.85, "aim {aim}");
+        // A forecast that misses by half lowers it again at once.
+        let next = planner.next_range().unwrap();
+        planner.report(next, Outcome::Logs { n: 10 * next.len() });
+        let after_miss = planner.learned_aim();
+        assert!(after_miss < aim - 0.05, "aim {aim} -> {after_miss}");
     }
 
     /// A burst that begins in the last blocks of an answer: the next range is cut by the burst's density,
