@@ -84,52 +84,62 @@ pub(super) struct Learned {
 }
 
 /// The densities of the last answer anywhere, and how well each has foretold the next answer.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Default)]
 pub(super) struct Running {
     /// Logs per block.
     density: Option<f64>,
     /// The running miss of that density as a forecast of the next answer (see `MAX_LEARNED_AIM`).
-    miss: f64,
+    miss: Miss,
     /// Where a factory's children join as the blocks go (`super::addresses`): logs per block and address
     /// asked for there, and its running miss.
     weighed: Option<f64>,
-    weighed_miss: f64,
-    /// Forecasts whose miss has been counted into [`Self::miss`] and [`Self::weighed_miss`].
-    forecasts: (u32, u32),
+    weighed_miss: Miss,
     /// Where that foretells better: the weight a range cut by the running span may hold.
     budget: Option<f64>,
     /// Whether the last answer held enough logs to foretell with ([`MIN_FORECAST_LOGS`]).
     foretells: bool,
 }
 
-impl Default for Running {
-    fn default() -> Self {
-        Self {
-            density: None,
-            miss: INITIAL_MISS,
-            weighed: None,
-            weighed_miss: INITIAL_MISS,
-            forecasts: (0, 0),
-            budget: None,
-            foretells: false,
-        }
-    }
-}
-
 impl Running {
     /// Whether the density by addresses foretells better: the fit by blocks must miss under
     /// [`BLOCKS_MISS_RATIO`] of it to be used (as the survey's background chooses, `super::background`).
     fn by_addresses(&self) -> bool {
-        self.weighed.is_some() && self.miss >= BLOCKS_MISS_RATIO * self.weighed_miss
+        self.weighed.is_some() && self.miss.value >= BLOCKS_MISS_RATIO * self.weighed_miss.value
     }
 
     /// The running miss of the density in use ([`Self::by_addresses`]).
     fn in_use_miss(&self) -> f64 {
         if self.by_addresses() {
-            self.weighed_miss
+            self.weighed_miss.value
         } else {
-            self.miss
+            self.miss.value
         }
+    }
+}
+
+/// A running miss (|ln(actual / foretold)|) and the forecasts counted into it: the mean of their misses and
+/// the assumed [`INITIAL_MISS`] while few are seen, then decayed by [`MISS_ALPHA`] a forecast.
+#[derive(Debug, Clone, Copy)]
+struct Miss {
+    value: f64,
+    seen: u32,
+}
+
+impl Default for Miss {
+    fn default() -> Self {
+        Self {
+            value: INITIAL_MISS,
+            seen: 0,
+        }
+    }
+}
+
+impl Miss {
+    /// Counts one more forecast's miss.
+    fn add(&mut self, miss: f64) {
+        self.seen = self.seen.saturating_add(1);
+        let alpha = (1.0 / (PRIOR_ANSWERS + f64::from(self.seen))).max(MISS_ALPHA);
+        self.value = (1.0 - alpha) * self.value + alpha * miss;
     }
 }
 
@@ -224,28 +234,16 @@ impl Planner {
             )
         });
         let miss_of = |foretold: f64| ((logs + 1.0) / (foretold + 1.0)).ln().abs();
-        // The `seen`th forecast's miss into the running one: the mean while few are seen, then decayed.
-        let decayed = |miss: f64, foretold: f64, seen: &mut u32| {
-            *seen = seen.saturating_add(1);
-            let alpha = (1.0 / (PRIOR_ANSWERS + f64::from(*seen))).max(MISS_ALPHA);
-            (1.0 - alpha) * miss + alpha * miss_of(foretold)
-        };
         let foretells = n >= MIN_FORECAST_LOGS;
         let running = &mut self.running;
         if running.foretells {
             if let Some(foretold) = running.density {
-                running.miss = decayed(
-                    running.miss,
-                    foretold * range.len() as f64,
-                    &mut running.forecasts.0,
-                );
+                running.miss.add(miss_of(foretold * range.len() as f64));
             }
             if let (Some(foretold), Some(_)) = (running.weighed, weighed) {
-                running.weighed_miss = decayed(
-                    running.weighed_miss,
-                    foretold * extent.weight as f64,
-                    &mut running.forecasts.1,
-                );
+                running
+                    .weighed_miss
+                    .add(miss_of(foretold * extent.weight as f64));
             }
         }
         running.foretells = foretells;
