@@ -407,11 +407,16 @@ fn backfills_of_other_sparse_chains_take_1_3x_the_fewest_requests_on_average() {
 /// preset together 5,773 -> 5,495 requests with 1,201 -> 1,105 refusals. Bursts' 2.9 (3.05 before the survey
 /// was trusted again after a burst it does not see, and the burst's answers were kept out of the probe's
 /// share, `planner::survey::Survey::weigh_distrusted`): seed 7 158 -> 149, seeds 1-5 and 7 970 -> 916.
+/// Overcap's 3.05 (3.4 before a range refused right after a block over the cap was narrowed to its first
+/// block alone, `Planner::heavy_block_found`): each next block of the run of five was found by halving the
+/// rest from its start, twelve refusals each; seed 7 308 -> 276 requests (123 -> 91 refused), seeds 1-5 and
+/// 7 1,725 -> 1,541, bursts 918 -> 919, every other preset and the suggesting node's request for request the
+/// same.
 #[test]
 fn presets_shaped_like_real_chains_stay_within_their_measured_ratios() {
     assert_within_ceilings(
         &[
-            ("overcap", 3.4),
+            ("overcap", 3.05),
             ("bursts", 2.9),
             ("growth", 1.35),
             ("hot", 1.32),

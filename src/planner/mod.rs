@@ -135,6 +135,9 @@ pub struct Planner {
     /// Single blocks a refusal showed to hold over half the target on their own, to be read by narrower
     /// filters at once (see [`narrowing`]): asked for whole, one over the cap cost a refusal of its own.
     heavy: BTreeSet<BlockNumber>,
+    /// Blocks right after a block over the cap that a narrowing found (see [`narrowing`]): a refused range
+    /// starting there is narrowed from that block alone, whose answer then teaches no span.
+    after_heavy: BTreeSet<BlockNumber>,
     /// The span of the next new range when no survey covers it.
     span: u64,
     /// What the answer for the range ending at each key taught: a range starting right after it is cut by
@@ -189,6 +192,7 @@ impl Planner {
             handed_out: BTreeMap::new(),
             held: BTreeMap::new(),
             heavy: BTreeSet::new(),
+            after_heavy: BTreeSet::new(),
             span: config.initial_span,
             local: BTreeMap::new(),
             tail: None,
@@ -340,6 +344,7 @@ impl Planner {
         .copied()
         .unwrap_or(self.next);
         self.survey.prune_below(lowest);
+        self.after_heavy = self.after_heavy.split_off(&lowest);
         self.forget_learned_below(lowest);
         verdict
     }
@@ -349,7 +354,9 @@ impl Planner {
             Outcome::Logs { n } => {
                 // A block over the cap, read by other means, says nothing of its neighbours' density.
                 let heavy = range.len() == 1 && n > self.config.target_logs;
-                if !heavy {
+                // One block asked for alone says nothing of the thousands after it.
+                let alone = self.after_heavy.remove(&range.start()) && range.len() == 1;
+                if !heavy && !alone {
                     self.learn_density(range, n);
                 }
                 self.distrust_behind_if_blind(range, n);
@@ -377,7 +384,15 @@ impl Planner {
                 // Without a suggestion, cut where the surveyed logs are halved; failing a survey, halve;
                 // but where the learned span is already smaller (a dense burst met by a range planned before
                 // the density was known), cut there and skip the halvings.
-                let cut = (range.len() / 2).min(self.span_at(range.start())).max(1);
+                // Right after a block over the cap, the next one of a run is the likeliest excess: its block
+                // alone goes first (`Planner::heavy_block_found`).
+                let alone = self.after_heavy.contains(&range.start());
+                let cut = if alone {
+                    1
+                } else {
+                    (range.len() / 2).min(self.span_at(range.start())).max(1)
+                };
+                let midpoint = midpoint.filter(|_| !alone);
                 match usable
                     .and_then(|(_, to)| range.split_after(to))
                     .or_else(|| midpoint.and_then(|m| range.split_after(m)))
@@ -396,7 +411,9 @@ impl Planner {
                             self.take_suggestion(first, rest);
                         } else {
                             let span_before = self.span;
-                            self.span = self.clamp(self.span.min(first.len()));
+                            if !alone {
+                                self.span = self.clamp(self.span.min(first.len()));
+                            }
                             self.narrow(first, rest, span_before);
                         }
                         Verdict::Split

@@ -166,12 +166,17 @@ impl Planner {
     }
 
     /// The probe at `start` was a single block over the cap: it explains the refusal, so the rest is released
-    /// at [`Self::span_after`].
+    /// at [`Self::span_after`]. Blocks over the cap come in runs: where the rest is refused in turn without a
+    /// suggested range, the block right after this one is narrowed to first, alone (`Planner::judge`).
+    /// Halved from its start instead, the rest cost a refusal per halving for each block of a run (twelve
+    /// for each of a run of five on the `overcap` preset).
     pub(super) fn heavy_block_found(&mut self, start: BlockNumber) {
-        if let Some(held) = self.held.get(&start) {
-            self.span = self.clamp(self.span.max(self.span_after(held)));
-        }
-        self.release_held(start);
+        let Some(held) = self.held.remove(&start) else {
+            return;
+        };
+        self.span = self.clamp(self.span.max(self.span_after(&held)));
+        self.after_heavy.insert(held.rest.start());
+        self.release(held.rest);
     }
 
     /// Releases what waits behind the range at `start`, if anything: the node answered it in a way that says
