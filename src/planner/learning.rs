@@ -153,9 +153,10 @@ pub struct Tail {
     blocks: u64,
     /// The share of the answer's logs they hold.
     share: f64,
-    /// The last quarter of the answer's blocks, and the share of its logs they hold: where the node
-    /// suggests ranges, a burst ending inside the answer (half its logs still lie in the burst, so the
-    /// tail above does not show the end).
+    /// The last quarter of the answer's blocks, and the share of its logs they hold: a burst ending inside
+    /// the answer (half its logs still lie in the burst, so the tail above does not show the end). Where
+    /// the node suggests ranges it cuts the range after the answer; elsewhere it says whether the survey
+    /// is trusted again after it (`Survey::weigh_burst_end`).
     end_blocks: u64,
     end_share: f64,
 }
@@ -182,6 +183,13 @@ impl Tail {
             end_blocks,
             end_share: end_logs as f64 / n as f64,
         })
+    }
+
+    /// The last quarter of the answer for `range` of `n` logs, and the logs it holds.
+    pub(super) fn end(&self, range: BlockRange, n: u64) -> (BlockRange, u64) {
+        let end = BlockRange::new(range.end() + 1 - self.end_blocks, range.end())
+            .expect("the last quarter lies in the range");
+        (end, (self.end_share * n as f64).round() as u64)
     }
 }
 

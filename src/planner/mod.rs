@@ -356,6 +356,10 @@ impl Planner {
                 let heavy = range.len() == 1 && n > self.config.target_logs;
                 // One block asked for alone says nothing of the thousands after it.
                 let alone = self.after_heavy.remove(&range.start()) && range.len() == 1;
+                let end = self
+                    .tail
+                    .filter(|(of, _)| *of == range)
+                    .map(|(_, tail)| tail.end(range, n));
                 if !heavy && !alone {
                     self.learn_density(range, n);
                 }
@@ -366,6 +370,11 @@ impl Planner {
                 } else {
                     let extent = self.addresses.extent(range.start(), range.end());
                     self.survey.weigh_distrusted(range, n, extent);
+                    // A node that suggests ranges finds where a burst ends by its own suggestion.
+                    if let Some((end, logs)) = end.filter(|_| !self.suggests) {
+                        let extent = self.addresses.extent(end.start(), end.end());
+                        self.survey.weigh_burst_end(range, end, logs, extent);
+                    }
                     self.probe_answered(range, n);
                 }
                 Verdict::Done

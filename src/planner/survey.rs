@@ -371,6 +371,33 @@ impl Survey {
         }
     }
 
+    /// The answer for `range`, weighed a burst in a distrusted stretch ([`Self::weigh_distrusted`]), ended
+    /// with the blocks `end` holding `logs`: where the survey's hits account for those, the burst ended
+    /// inside `range`, and the survey is trusted again after it. Else the blocks after the burst waited for
+    /// an answer that agreed with the survey, cut by the burst's own span: a request of a few dozen logs
+    /// after each burst.
+    pub(super) fn weigh_burst_end(
+        &mut self,
+        range: BlockRange,
+        end: BlockRange,
+        logs: u64,
+        extent: Extent,
+    ) {
+        let Some(start) = self.distrusted_start(range.start()).filter(|_| {
+            !self.disabled && self.was_surveyed(end) && !self.exceeds(end, logs, extent)
+        }) else {
+            return;
+        };
+        let stretch = self
+            .distrusted
+            .get_mut(&start)
+            .expect("the stretch just found");
+        if stretch.burst_end == Some(range.end()) && range.end() < stretch.blocks.end() {
+            stretch.blocks =
+                BlockRange::new(stretch.blocks.start(), range.end()).expect("range starts in it");
+        }
+    }
+
     /// Whether an answer of `n` logs for `range`, which starts in a distrusted stretch or is the first part
     /// of a refused range (`refused_here`), is a burst there ([`Self::weigh_distrusted`]): not a sample of
     /// the mix the probe's share stands for.

@@ -558,6 +558,78 @@ fn a_range_the_survey_misjudged_splits_at_its_surveyed_midpoint_and_its_pieces_b
     );
 }
 
+/// Drives `planner` against a node that suggests nothing and has `logs(b)` logs in block `b`, of which the
+/// probe (candidate 0) sees `hits(b)`, surveys first; returns the answered ranges with their logs, in order.
+fn drive(
+    planner: &mut Planner,
+    logs: impl Fn(u64) -> u64,
+    hits: impl Fn(u64) -> u64,
+) -> Vec<(BlockRange, u64)> {
+    let blocks_of = |r: BlockRange, per: &dyn Fn(u64) -> u64| -> Vec<u64> {
+        (r.start()..=r.end())
+            .flat_map(|b| std::iter::repeat_n(b, per(b) as usize))
+            .collect()
+    };
+    let mut answered = Vec::new();
+    for _ in 0..10_000 {
+        if let Some(survey) = planner.next_survey() {
+            let seen = blocks_of(survey.range, &hits);
+            if seen.len() > 10_000 {
+                let refused = Outcome::TooManyResults { suggested: None };
+                planner.report_survey(survey, Err(refused));
+            } else {
+                planner.report_survey(survey, Ok(&seen));
+            }
+            continue;
+        }
+        let out: Vec<BlockRange> = std::iter::from_fn(|| planner.next_range()).collect();
+        if out.is_empty() && planner.is_finished() {
+            answered.sort_by_key(|(r, _): &(BlockRange, u64)| r.start());
+            return answered;
+        }
+        for r in out {
+            let all = blocks_of(r, &logs);
+            let n = all.len() as u64;
+            if n > 10_000 {
+                let verdict = planner.report(r, Outcome::TooManyResults { suggested: None });
+                assert_eq!(verdict, Verdict::Split, "{r}");
+                continue;
+            }
+            let seen = blocks_of(r, &hits).len() as u64;
+            planner.observe_mix(r, n, &[seen, n - seen]);
+            if let Some(tail) = Tail::of(r, all) {
+                planner.observe_tail(r, tail);
+            }
+            planner.report(r, Outcome::Logs { n });
+            answered.push((r, n));
+        }
+    }
+    panic!("not finished: {answered:?}");
+}
+
+/// After a burst of a contract the probe does not see, the blocks after it are cut by the survey again as
+/// soon as an answer ends in quiet blocks the survey accounts for: before, the range after the burst's
+/// last piece was cut by the burst's span grown eightfold, a request of a few hundred logs per burst.
+#[test]
+fn the_survey_cuts_the_blocks_after_a_burst_once_an_answer_ends_quiet() {
+    let burst = range(10_000, 10_199);
+    let mut planner = surveying(range(0, 39_999));
+    let answered = drive(
+        &mut planner,
+        |b| if burst.contains(b) { 100 } else { 1 },
+        |b| u64::from(b % 20 == 0),
+    );
+    let after: Vec<_> = answered
+        .iter()
+        .filter(|(r, _)| r.start() > burst.end() && r.end() < 39_999)
+        .collect();
+    assert!(!after.is_empty(), "{answered:?}");
+    assert!(
+        after.iter().all(|(_, n)| *n >= 2_500),
+        "ranges after the burst under half the target: {after:?}"
+    );
+}
+
 /// A surveying planner whose survey found 200 hits in blocks 300..=399 (at a 5% share about 4,300 logs,
 /// near enough the target of 5,000), and the range it cut by them, which the node refused without a
 /// suggestion.
