@@ -412,8 +412,8 @@ fn backfills_of_other_sparse_chains_take_1_3x_the_fewest_requests_on_average() {
 /// rest from its start, twelve refusals each; seed 7 308 -> 276 requests (123 -> 91 refused), seeds 1-5 and
 /// 7 1,725 -> 1,541, bursts 918 -> 919, every other preset and the suggesting node's request for request the
 /// same. Bursts' 2.8 (2.9 before the survey was trusted again after a burst's piece whose last quarter it
-/// accounts for, `planner::survey::Survey::weigh_burst_end`): seed 7 149 -> 142, seeds 1-5 and 7 919 -> 892,
-/// the rest unchanged.
+/// accounts for, `planner::survey::Survey::weigh_burst_end`): seed 7 149 -> 142, seeds 1-5 and 7 919 -> 892
+/// (886 with its last eighth), the rest unchanged.
 #[test]
 fn presets_shaped_like_real_chains_stay_within_their_measured_ratios() {
     assert_within_ceilings(

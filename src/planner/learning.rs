@@ -55,6 +55,8 @@ const MAX_GROWTH: u64 = 8;
 /// forecast from an empty answer (a contract's first blocks) missed the next by a factor of hundreds, which
 /// held the aim at its lowest for the rest of a short chain.
 const MIN_FORECAST_LOGS: u64 = 16;
+/// The fewest blocks at the end of an answer that, quiet, say a burst ended inside it.
+const MIN_QUIET_BLOCKS: u64 = 4;
 /// A tail holding fewer logs than this says too little to foretell with: the whole answer does.
 const MIN_TAIL_LOGS: u64 = 64;
 /// The tail's density replaces the whole answer's only where it differs from it by more than this factor
@@ -153,12 +155,17 @@ pub struct Tail {
     blocks: u64,
     /// The share of the answer's logs they hold.
     share: f64,
-    /// The last quarter of the answer's blocks, and the share of its logs they hold: a burst ending inside
-    /// the answer (half its logs still lie in the burst, so the tail above does not show the end). Where
-    /// the node suggests ranges it cuts the range after the answer; elsewhere it says whether the survey
-    /// is trusted again after it (`Survey::weigh_burst_end`).
+    /// The last quarter of the answer's blocks, and the share of its logs they hold: where the node
+    /// suggests ranges, a burst ending inside the answer (half its logs still lie in the burst, so the
+    /// tail above does not show the end).
     end_blocks: u64,
     end_share: f64,
+    /// The last eighth of the answer's blocks (at least [`MIN_QUIET_BLOCKS`]), and the logs they hold:
+    /// whether a burst ended inside the answer, so that the survey is trusted again after it
+    /// (`Survey::weigh_burst_end`). A quarter missed most ends: the last piece of a burst holds a few
+    /// of its blocks in its last quarter more often than not (`bursts`, end to end).
+    quiet_blocks: u64,
+    quiet_logs: u64,
 }
 
 impl Tail {
@@ -177,19 +184,24 @@ impl Tail {
         let end_blocks = (range.len() / 4).max(1);
         let end_from = range.end() - end_blocks + 1;
         let end_logs = blocks.iter().filter(|&&b| b >= end_from).count();
+        let quiet_blocks = (range.len() / 8).max(MIN_QUIET_BLOCKS).min(range.len());
+        let quiet_from = range.end() - quiet_blocks + 1;
+        let quiet_logs = blocks.iter().filter(|&&b| b >= quiet_from).count() as u64;
         Some(Self {
             blocks: range.end() - middle + 1,
             share: logs as f64 / n as f64,
             end_blocks,
             end_share: end_logs as f64 / n as f64,
+            quiet_blocks,
+            quiet_logs,
         })
     }
 
-    /// The last quarter of the answer for `range` of `n` logs, and the logs it holds.
-    pub(super) fn end(&self, range: BlockRange, n: u64) -> (BlockRange, u64) {
-        let end = BlockRange::new(range.end() + 1 - self.end_blocks, range.end())
-            .expect("the last quarter lies in the range");
-        (end, (self.end_share * n as f64).round() as u64)
+    /// The last eighth of the answer for `range`, and the logs it holds.
+    pub(super) fn end(&self, range: BlockRange) -> (BlockRange, u64) {
+        let end = BlockRange::new(range.end() + 1 - self.quiet_blocks, range.end())
+            .expect("the last eighth lies in the range");
+        (end, self.quiet_logs)
     }
 }
 
