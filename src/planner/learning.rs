@@ -160,12 +160,12 @@ pub struct Tail {
     /// tail above does not show the end).
     end_blocks: u64,
     end_share: f64,
-    /// The last eighth of the answer's blocks (at least [`MIN_QUIET_BLOCKS`]), and the logs they hold:
-    /// whether a burst ended inside the answer, so that the survey is trusted again after it
-    /// (`Survey::weigh_burst_end`). A quarter missed most ends: the last piece of a burst holds a few
-    /// of its blocks in its last quarter more often than not (`bursts`, end to end).
+    /// The last eighth of the answer's blocks (at least [`MIN_QUIET_BLOCKS`]), and the share of its logs
+    /// they hold: whether a burst ended inside the answer, so that the survey is trusted again after it
+    /// (`Survey::weigh_burst_end`). A quarter missed most ends: the last piece of a burst holds a few of
+    /// its blocks in its last quarter more often than not (`bursts`, end to end).
     quiet_blocks: u64,
-    quiet_logs: u64,
+    quiet_share: f64,
 }
 
 impl Tail {
@@ -186,22 +186,22 @@ impl Tail {
         let end_logs = blocks.iter().filter(|&&b| b >= end_from).count();
         let quiet_blocks = (range.len() / 8).max(MIN_QUIET_BLOCKS).min(range.len());
         let quiet_from = range.end() - quiet_blocks + 1;
-        let quiet_logs = blocks.iter().filter(|&&b| b >= quiet_from).count() as u64;
+        let quiet_logs = blocks.iter().filter(|&&b| b >= quiet_from).count();
         Some(Self {
             blocks: range.end() - middle + 1,
             share: logs as f64 / n as f64,
             end_blocks,
             end_share: end_logs as f64 / n as f64,
             quiet_blocks,
-            quiet_logs,
+            quiet_share: quiet_logs as f64 / n as f64,
         })
     }
 
-    /// The last eighth of the answer for `range`, and the logs it holds.
-    pub(super) fn end(&self, range: BlockRange) -> (BlockRange, u64) {
+    /// The last eighth of the answer for `range` of `n` logs, and the logs it holds.
+    pub(super) fn end(&self, range: BlockRange, n: u64) -> (BlockRange, u64) {
         let end = BlockRange::new(range.end() + 1 - self.quiet_blocks, range.end())
             .expect("the last eighth lies in the range");
-        (end, self.quiet_logs)
+        (end, (self.quiet_share * n as f64).round() as u64)
     }
 }
 

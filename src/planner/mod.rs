@@ -359,7 +359,7 @@ impl Planner {
                 let end = self
                     .tail
                     .filter(|(of, _)| *of == range)
-                    .map(|(_, tail)| tail.end(range));
+                    .map(|(_, tail)| tail.end(range, n));
                 if !heavy && !alone {
                     self.learn_density(range, n);
                 }
