@@ -609,7 +609,7 @@ fn drive(
 
 /// After a burst of a contract the probe does not see, the blocks after it are cut by the survey again as
 /// soon as an answer ends in quiet blocks the survey accounts for: before, the range after the burst's
-/// last piece was cut by the burst's span grown eightfold, a request of a few hundred logs per burst.
+/// last piece was cut by the burst's span grown eightfold, a request of a few dozen logs per burst.
 #[test]
 fn the_survey_cuts_the_blocks_after_a_burst_once_an_answer_ends_quiet() {
     let burst = range(10_000, 10_199);
