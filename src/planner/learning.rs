@@ -180,25 +180,26 @@ impl Tail {
         if !range.contains(middle) {
             return None;
         }
-        let logs = blocks.iter().filter(|&&b| b >= middle).count();
+        // The share of the answer's logs in its last `blocks_at_end` blocks.
+        let share_of_last = |blocks_at_end: u64| {
+            let from = range.end() + 1 - blocks_at_end;
+            blocks.iter().filter(|&&b| b >= from).count() as f64 / n as f64
+        };
         let end_blocks = (range.len() / 4).max(1);
-        let end_from = range.end() - end_blocks + 1;
-        let end_logs = blocks.iter().filter(|&&b| b >= end_from).count();
         let quiet_blocks = (range.len() / 8).max(MIN_QUIET_BLOCKS).min(range.len());
-        let quiet_from = range.end() - quiet_blocks + 1;
-        let quiet_logs = blocks.iter().filter(|&&b| b >= quiet_from).count();
+        let tail_blocks = range.end() - middle + 1;
         Some(Self {
-            blocks: range.end() - middle + 1,
-            share: logs as f64 / n as f64,
+            blocks: tail_blocks,
+            share: share_of_last(tail_blocks),
             end_blocks,
-            end_share: end_logs as f64 / n as f64,
+            end_share: share_of_last(end_blocks),
             quiet_blocks,
-            quiet_share: quiet_logs as f64 / n as f64,
+            quiet_share: share_of_last(quiet_blocks),
         })
     }
 
     /// The last eighth of the answer for `range` of `n` logs, and the logs it holds.
-    pub(super) fn end(&self, range: BlockRange, n: u64) -> (BlockRange, u64) {
+    pub(super) fn quiet_end(&self, range: BlockRange, n: u64) -> (BlockRange, u64) {
         let end = BlockRange::new(range.end() + 1 - self.quiet_blocks, range.end())
             .expect("the last eighth lies in the range");
         (end, (self.quiet_share * n as f64).round() as u64)

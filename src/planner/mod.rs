@@ -356,10 +356,10 @@ impl Planner {
                 let heavy = range.len() == 1 && n > self.config.target_logs;
                 // One block asked for alone says nothing of the thousands after it.
                 let alone = self.after_heavy.remove(&range.start()) && range.len() == 1;
-                let end = self
+                let quiet_end = self
                     .tail
                     .filter(|(of, _)| *of == range)
-                    .map(|(_, tail)| tail.end(range, n));
+                    .map(|(_, tail)| tail.quiet_end(range, n));
                 if !heavy && !alone {
                     self.learn_density(range, n);
                 }
@@ -371,7 +371,7 @@ impl Planner {
                     let extent = self.addresses.extent(range.start(), range.end());
                     self.survey.weigh_distrusted(range, n, extent);
                     // A node that suggests ranges finds where a burst ends by its own suggestion.
-                    if let Some((end, logs)) = end.filter(|_| !self.suggests) {
+                    if let Some((end, logs)) = quiet_end.filter(|_| !self.suggests) {
                         let extent = self.addresses.extent(end.start(), end.end());
                         self.survey.weigh_burst_end(range, end, logs, extent);
                     }
