@@ -53,6 +53,7 @@ pub fn measure_in_process(cfg: &DevNodeConfig, step: u64) -> ServeRate {
         chain: std::sync::Arc::new(Chain::new(chain_params(cfg))),
         stats: std::sync::Arc::new(Stats::default()),
         receipts_reorged: Default::default(),
+        reorg_after_header: Default::default(),
     };
     let started = Instant::now();
     let (mut n_bytes, mut n_requests) = (0u64, 0u64);

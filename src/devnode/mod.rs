@@ -120,6 +120,7 @@ impl DevNode {
                 chain,
                 stats: Arc::default(),
                 receipts_reorged: Default::default(),
+                reorg_after_header: Default::default(),
             },
             seq: AtomicU64::new(0),
             shutdown: shutdown.clone(),
@@ -193,6 +194,13 @@ impl DevNode {
     /// stays. Returns the first replaced height. Deterministic: the n-th reorg of a height gives the same fork.
     pub fn reorg(&self, depth: u64) -> u64 {
         self.shared.service.chain.reorg(depth)
+    }
+
+    /// Arms a reorg `depth` blocks deep that happens right after the answer to the next request reading
+    /// block `number`'s header by number: the reader's following requests (its logs, a block by hash) meet
+    /// the new branch, as when a hash is reorged away between a header read and a logs read.
+    pub fn reorg_after_header(&self, number: u64, depth: u64) {
+        self.shared.service.reorg_after_header.arm(number, depth);
     }
 
     /// The counters of what was served so far.

@@ -6,7 +6,7 @@
 //! limits, -32000 for "unknown block", a reversed range and (under [`Finality`] `null`/`error`) a finality tag
 //! the node has no block for, -32603 internal error.
 
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
 use serde_json::{json, Value};
@@ -90,6 +90,45 @@ pub(crate) struct Service {
     pub(crate) stats: Arc<Stats>,
     /// Whether the `overcap_reorg` fault fired.
     pub(crate) receipts_reorged: std::sync::atomic::AtomicBool,
+    /// [`super::DevNode::reorg_after_header`]: once a request has read this block's header by number, the
+    /// chain reorganises this deep, right after the answer (so the reader's next request, its logs, finds
+    /// the hash it read gone).
+    pub(crate) reorg_after_header: ReorgAfterHeader,
+}
+
+/// An armed reorg: the block whose header triggers it, its depth, and whether a request just read it.
+#[derive(Debug, Default)]
+pub(crate) struct ReorgAfterHeader {
+    armed: std::sync::Mutex<Option<(u64, u64)>>,
+    read: std::sync::atomic::AtomicBool,
+}
+
+impl ReorgAfterHeader {
+    /// Arms it: after the next request that reads block `number`'s header, reorganise `depth` blocks.
+    pub(crate) fn arm(&self, number: u64, depth: u64) {
+        *self.armed.lock().unwrap_or_else(PoisonError::into_inner) = Some((number, depth));
+    }
+
+    /// A call is answering block `number`'s header.
+    fn header_read(&self, number: u64) {
+        let armed = self.armed.lock().unwrap_or_else(PoisonError::into_inner);
+        if armed.is_some_and(|(at, _)| at == number) {
+            self.read.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// The depth to reorganise now, once: the armed header was read by the request just answered.
+    fn fire(&self) -> Option<u64> {
+        if !self.read.swap(false, std::sync::atomic::Ordering::Relaxed) {
+            return None;
+        }
+        let armed = self
+            .armed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        armed.map(|(_, depth)| depth)
+    }
 }
 
 /// Why `eth_getLogs` stopped scanning.
@@ -158,6 +197,10 @@ impl Service {
                 out.push(b']');
             }
             single => self.handle_call(&mut out, single, seq, 0, lag),
+        }
+        // After the whole answer, outside any call's view of the chain.
+        if let Some(depth) = self.reorg_after_header.fire() {
+            self.chain.reorg(depth);
         }
         out
     }
@@ -295,7 +338,10 @@ impl Service {
                     .map_err(|e| RpcError::invalid_argument(0, e))?;
                 let detail = tx_detail(&params[1])?;
                 let (number, kind) = match tag {
-                    BlockTag::Number(n) => (Some(n).filter(|n| *n <= view.head), BlockKind::Mined),
+                    BlockTag::Number(n) => {
+                        self.reorg_after_header.header_read(n);
+                        (Some(n).filter(|n| *n <= view.head), BlockKind::Mined)
+                    }
                     BlockTag::Latest => (Some(view.head), BlockKind::Mined),
                     BlockTag::Earliest => (Some(0), BlockKind::Mined),
                     BlockTag::Finalized | BlockTag::Safe => match finality {

@@ -45,7 +45,7 @@ pub(crate) struct Shared {
     pub(crate) down: watch::Sender<Down>,
 }
 
-/// Whether the devnode answers at all, for tests of a node that goes away ([`DevNode::set_down`]).
+/// Whether the devnode answers, for tests of a node that goes away or fails ([`DevNode::set_down`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Down {
     /// Serving.
@@ -57,23 +57,42 @@ pub enum Down {
     /// Requests are never answered (a node stuck mid-request): the client waits for its own timeout. When
     /// the node is up again, their connections are dropped.
     Hang,
+    /// Every request is answered with this HTTP status: 429 with `Retry-After` and a rate-limit body (a
+    /// key over its budget), 5xx with a plain body (a provider's outage). Over WebSocket: a `-32005` rate
+    /// limit or a `-32603` error.
+    Status(u16),
+    /// Every call is answered with a JSON-RPC `-32603` "internal error" (HTTP 200): a backend failing
+    /// behind a healthy front.
+    RpcErrors,
 }
 
 impl DevNode {
-    /// Stops answering (`Down::Refuse`, `Down::Hang`) or serves again (`Down::Up`), from the next request
-    /// on. Requests refused or left hanging are counted in [`super::StatsSnapshot`], not as served.
+    /// Stops answering or fails every request (see [`Down`]), or serves again (`Down::Up`), from the next
+    /// request on. Requests refused, left hanging or failed are counted in [`super::StatsSnapshot`]
+    /// (`refused_while_down`, `hung_while_down`, `failed_while_down`), not as served.
     pub fn set_down(&self, down: Down) {
         self.shared.down.send_replace(down);
     }
 }
 
-/// Whether the node is down for a request arriving now: then, once any hanging is over, its connection is
-/// to be dropped.
-async fn is_down(shared: &Shared) -> bool {
+/// What the node does with a request arriving now while it is down.
+enum Outage {
+    /// Serve it.
+    Serve,
+    /// Drop its connection (after any hanging is over).
+    Drop,
+    /// Answer this HTTP status.
+    Status(u16),
+    /// Answer every call with `-32603`.
+    RpcErrors,
+}
+
+/// What the node does with a request arriving now.
+async fn outage(shared: &Shared) -> Outage {
     let mut down = shared.down.subscribe();
     let mode = *down.borrow_and_update();
     match mode {
-        Down::Up => return false,
+        Down::Up => return Outage::Serve,
         Down::Refuse => shared.service.stats.refused_while_down(),
         Down::Hang => {
             shared.service.stats.hung_while_down();
@@ -82,8 +101,25 @@ async fn is_down(shared: &Shared) -> bool {
                 () = shared.shutdown.cancelled() => {}
             }
         }
+        Down::Status(status) => {
+            shared.service.stats.failed_while_down();
+            return Outage::Status(status);
+        }
+        Down::RpcErrors => {
+            shared.service.stats.failed_while_down();
+            return Outage::RpcErrors;
+        }
     }
-    true
+    Outage::Drop
+}
+
+/// An HTTP status with a plain body (429 goes through [`too_many_requests`]).
+fn plain_status(shared: &Shared, status: u16) -> Response {
+    shared.service.stats.status(status);
+    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut response = Response::new(Body::from(status.canonical_reason().unwrap_or("error")));
+    *response.status_mut() = status;
+    response
 }
 
 /// A response that makes hyper abort the connection before any of it is read: its body fails at once.
@@ -185,8 +221,20 @@ async fn http_rpc(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    if is_down(&shared).await {
-        return dropped_connection();
+    let failing = outage(&shared).await;
+    if matches!(failing, Outage::Status(_) | Outage::RpcErrors) {
+        // Counted in the calls per second: what a client sends during an outage is measured too.
+        shared.service.stats.arrived(calls(&body));
+    }
+    match failing {
+        Outage::Serve => {}
+        Outage::Drop => return dropped_connection(),
+        Outage::Status(429) => return too_many_requests(&shared, &body),
+        Outage::Status(status) => return plain_status(&shared, status),
+        Outage::RpcErrors => {
+            let error = RpcError::new(-32603, "internal error");
+            return json_response(StatusCode::OK, shared.service.error_for_body(&body, &error));
+        }
     }
     let stats = &shared.service.stats;
     stats.http_request();
@@ -215,14 +263,7 @@ async fn http_rpc(
     }
     match decided.status {
         Some(429) => return too_many_requests(&shared, &body),
-        Some(status) => {
-            stats.status(status);
-            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-            let mut response =
-                Response::new(Body::from(status.canonical_reason().unwrap_or("error")));
-            *response.status_mut() = status;
-            return response;
-        }
+        Some(status) => return plain_status(&shared, status),
         None => {}
     }
     let answer = shared.service.handle_body(&body, seq, decided.lag);
@@ -259,8 +300,13 @@ async fn ws_rpc(
     Path(key): Path<String>,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Response {
-    if is_down(&shared).await {
-        return dropped_connection();
+    match outage(&shared).await {
+        Outage::Serve => {}
+        Outage::Drop => return dropped_connection(),
+        Outage::Status(429) => return too_many_requests(&shared, &[]),
+        Outage::Status(status) => return plain_status(&shared, status),
+        // The upgrade goes through: the calls get the errors (`ws_answer`).
+        Outage::RpcErrors => {}
     }
     shared.service.stats.http_request();
     if key != shared.service.cfg.key {
@@ -305,10 +351,19 @@ async fn ws_session(shared: Arc<Shared>, mut socket: WebSocket) {
 
 /// The answer to one WebSocket message, or `None` to drop the connection.
 async fn ws_answer(shared: &Shared, body: &[u8]) -> Option<Vec<u8>> {
-    if is_down(shared).await {
-        return None;
-    }
     let service = &shared.service;
+    match outage(shared).await {
+        Outage::Serve => {}
+        Outage::Drop => return None,
+        Outage::Status(429) => {
+            service.stats.rate_limited();
+            let error = rate_limit_error(service.cfg.faults.retry_after_secs);
+            return Some(service.error_for_body(body, &error));
+        }
+        Outage::Status(_) | Outage::RpcErrors => {
+            return Some(service.error_for_body(body, &RpcError::new(-32603, "internal error")))
+        }
+    }
     service.stats.ws_message();
     service.stats.arrived(calls(body));
     let seq = shared.seq.fetch_add(1, Ordering::Relaxed);

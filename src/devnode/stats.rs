@@ -70,6 +70,8 @@ pub struct StatsSnapshot {
     pub refused_while_down: u64,
     /// Requests left unanswered because the node was down (`Down::Hang`).
     pub hung_while_down: u64,
+    /// Requests answered with an error because the node was failing (`Down::Status`, `Down::RpcErrors`).
+    pub failed_while_down: u64,
 }
 
 impl StatsSnapshot {
@@ -223,6 +225,10 @@ impl Stats {
 
     pub(crate) fn refused_while_down(&self) {
         self.with(|s| s.refused_while_down += 1);
+    }
+
+    pub(crate) fn failed_while_down(&self) {
+        self.with(|s| s.failed_while_down += 1);
     }
 
     pub(crate) fn hung_while_down(&self) {

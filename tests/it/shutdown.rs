@@ -179,7 +179,7 @@ async fn sigterm_while_the_node_is_down(backend: Backend, down: Down) {
         Down::Refuse => {
             wait_for(&node, "the daemon retrying", |s| s.refused_while_down >= 3).await;
         }
-        Down::Hang | Down::Up => {
+        Down::Hang | Down::Up | Down::Status(_) | Down::RpcErrors => {
             wait_for(&node, "a request hanging", |s| s.hung_while_down >= 1).await;
         }
     }
