@@ -43,7 +43,8 @@ pub fn code(err: &Error) -> u8 {
             fetch::Error::Exhausted { source, .. } if source.class() == Class::Unreachable => {
                 UNAVAILABLE
             }
-            fetch::Error::Exhausted { .. } => TEMPFAIL,
+            // A reorg under the request that nothing read again: a later run reads the chain afresh.
+            fetch::Error::Exhausted { .. } | fetch::Error::UnknownBlock { .. } => TEMPFAIL,
             fetch::Error::Interrupted => INTERRUPTED,
             fetch::Error::Panicked(_) => SOFTWARE,
             fetch::Error::Fatal { .. }

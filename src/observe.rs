@@ -42,7 +42,7 @@ pub const TARGET_BLOCK: &str = "logslice_target_block";
 /// Gauge: blocks between the checkpoint and the target (the head, when following).
 pub const HEAD_LAG_BLOCKS: &str = "logslice_head_lag_blocks";
 /// Counter with labels `method` and `outcome` (`ok`, `split`, `transient`, `unreachable`, `rejected`,
-/// `fatal`): JSON-RPC requests sent.
+/// `unknown_block`, `fatal`): JSON-RPC requests sent.
 pub const REQUESTS: &str = "logslice_requests_total";
 /// Counter: answers that split a range (`-32005` too many results or timeout, a stated block limit).
 pub const SPLITS: &str = "logslice_splits_total";
@@ -62,6 +62,10 @@ pub const RECEIPT_BLOCKS: &str = "logslice_receipt_blocks_total";
 pub const ROLLBACK_DEPTH_BLOCKS: &str = "logslice_rollback_depth_blocks";
 /// Gauge: seconds since the checkpoint last advanced (what `/health` compares with `metrics.max_stall`).
 pub const SECONDS_SINCE_ADVANCE: &str = "logslice_seconds_since_checkpoint_advance";
+/// Gauge: seconds the daemon has been riding out a failing node or a lost database (0 while healthy).
+pub const SECONDS_UNHEALTHY: &str = "logslice_seconds_unhealthy";
+/// Counter: reorgs found under the block the node had reported finalized (rolled back all the same).
+pub const REORGS_BELOW_FINALIZED: &str = "logslice_reorgs_below_finalized_total";
 
 /// Commit latency buckets, in seconds: a SQLite batch commits in milliseconds, a remote Postgres in tens.
 const COMMIT_BUCKETS: &[f64] = &[
@@ -79,6 +83,7 @@ pub fn record_request(method: &'static str, failure: Option<&Class>) {
         Some(Class::Retry { .. }) => "transient",
         Some(Class::Unreachable) => "unreachable",
         Some(Class::Rejected) => "rejected",
+        Some(Class::UnknownBlock) => "unknown_block",
         Some(Class::Fatal) => "fatal",
     };
     metrics::counter!(REQUESTS, "method" => method, "outcome" => outcome).increment(1);
@@ -109,6 +114,11 @@ pub fn record_retry() {
 pub fn record_reorg(rollback_depth: u64) {
     metrics::counter!(REORGS).increment(1);
     metrics::gauge!(ROLLBACK_DEPTH_BLOCKS).set(rollback_depth as f64);
+}
+
+/// Records a reorg that reached below the block the node had reported finalized.
+pub fn record_reorg_below_finalized() {
+    metrics::counter!(REORGS_BELOW_FINALIZED).increment(1);
 }
 
 /// Installs the process-wide Prometheus recorder and describes every metric, so each appears (at zero)
@@ -149,6 +159,10 @@ fn describe() {
             "logs of other contracts that topic-only answers carried, dropped",
         ),
         (REORGS, "reorgs detected"),
+        (
+            REORGS_BELOW_FINALIZED,
+            "reorgs that reached below the block the node reported finalized",
+        ),
     ] {
         describe_counter!(name, help);
         metrics::counter!(name).absolute(0);
@@ -172,6 +186,10 @@ fn describe() {
         (
             SECONDS_SINCE_ADVANCE,
             "seconds since the checkpoint last advanced",
+        ),
+        (
+            SECONDS_UNHEALTHY,
+            "seconds the daemon has been riding out a failing node or database (0 while healthy)",
         ),
     ] {
         describe_gauge!(name, help);
@@ -294,24 +312,73 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Console {
     }
 }
 
-/// When the checkpoint last advanced; shared by the [`Observer`] and the `/health` route.
+/// When the checkpoint last advanced, and what the daemon is riding out, if anything; shared by the
+/// [`Observer`], `pipeline::run` and the `/health` route.
 #[derive(Debug, Clone)]
-pub struct StallClock(Arc<Mutex<Instant>>);
+pub struct StallClock(Arc<Mutex<ClockState>>);
+
+#[derive(Debug)]
+struct ClockState {
+    advanced: Instant,
+    failing: Option<Failing>,
+}
+
+/// What the daemon has been riding out, and since when.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failing {
+    /// When it began.
+    pub since: Instant,
+    /// What is failing, for `/health` (redacted: no URL or password).
+    pub what: String,
+}
 
 impl StallClock {
     /// A clock that starts now (a job that never commits stalls from its start).
     pub fn new() -> Self {
-        Self(Arc::new(Mutex::new(Instant::now())))
+        Self(Arc::new(Mutex::new(ClockState {
+            advanced: Instant::now(),
+            failing: None,
+        })))
     }
 
-    /// The checkpoint advanced now.
+    fn state(&self) -> std::sync::MutexGuard<'_, ClockState> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The checkpoint advanced now (or the job is consistent at the head): whatever failed works again.
     pub fn advanced(&self) {
-        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
+        let mut state = self.state();
+        state.advanced = Instant::now();
+        state.failing = None;
     }
 
     /// Time since the checkpoint last advanced.
     pub fn since(&self) -> Duration {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).elapsed()
+        self.state().advanced.elapsed()
+    }
+
+    /// The daemon is riding out `what` (kept from the first call until [`StallClock::advanced`], its text
+    /// updated).
+    pub fn failing(&self, what: String) {
+        let mut state = self.state();
+        let since = state
+            .failing
+            .as_ref()
+            .map_or_else(Instant::now, |f| f.since);
+        state.failing = Some(Failing { since, what });
+    }
+
+    /// What the daemon is riding out, if anything.
+    pub fn failure(&self) -> Option<Failing> {
+        self.state().failing.clone()
+    }
+
+    /// Seconds the daemon has been riding out a failure; zero while healthy.
+    pub fn unhealthy_for(&self) -> Duration {
+        self.state()
+            .failing
+            .as_ref()
+            .map_or(Duration::ZERO, |f| f.since.elapsed())
     }
 }
 
@@ -465,9 +532,21 @@ struct Served {
     max_stall: Duration,
 }
 
-/// The `/health` answer: 200 while the checkpoint advanced within `max_stall`, else 503.
-pub fn health(since_advance: Duration, max_stall: Duration) -> (StatusCode, String) {
+/// The `/health` answer: 503 while the daemon rides out a failure (`failing`: for how long, and what), or
+/// when the checkpoint has not advanced within `max_stall`; else 200.
+pub fn health(
+    since_advance: Duration,
+    max_stall: Duration,
+    failing: Option<(Duration, &str)>,
+) -> (StatusCode, String) {
     let since = humantime::format_duration(Duration::from_secs(since_advance.as_secs()));
+    if let Some((how_long, what)) = failing {
+        let how_long = humantime::format_duration(Duration::from_secs(how_long.as_secs()));
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("unhealthy for {how_long}, retrying: {what}\n"),
+        );
+    }
     if since_advance > max_stall {
         (
             StatusCode::SERVICE_UNAVAILABLE,
@@ -491,6 +570,7 @@ fn router(served: Served) -> Router {
             "/metrics",
             get(|State(served): State<Served>| async move {
                 metrics::gauge!(SECONDS_SINCE_ADVANCE).set(served.clock.since().as_secs_f64());
+                metrics::gauge!(SECONDS_UNHEALTHY).set(served.clock.unhealthy_for().as_secs_f64());
                 (
                     [(
                         axum::http::header::CONTENT_TYPE,
@@ -503,7 +583,11 @@ fn router(served: Served) -> Router {
         .route(
             "/health",
             get(|State(served): State<Served>| async move {
-                health(served.clock.since(), served.max_stall)
+                let failing = served.clock.failure();
+                let failing = failing
+                    .as_ref()
+                    .map(|f| (f.since.elapsed(), f.what.as_str()));
+                health(served.clock.since(), served.max_stall, failing)
             }),
         )
         .with_state(served)
@@ -592,14 +676,39 @@ mod tests {
     #[test]
     fn health_fails_once_the_checkpoint_stalls_longer_than_max_stall() {
         let max = Duration::from_secs(300);
-        let (code, text) = health(Duration::from_secs(12), max);
+        let (code, text) = health(Duration::from_secs(12), max, None);
         assert_eq!(code, StatusCode::OK);
         assert_eq!(text, "ok: the checkpoint advanced 12s ago\n");
-        let (code, text) = health(Duration::from_secs(301), max);
+        let (code, text) = health(Duration::from_secs(301), max, None);
         assert_eq!(code, StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(
             text,
             "stalled: the checkpoint has not advanced for 5m 1s (metrics.max_stall is 5m)\n"
         );
+    }
+
+    /// A daemon riding out an outage answers 503 at once, however recently the checkpoint moved, and the
+    /// clock says so until the next advance.
+    #[test]
+    fn health_fails_while_the_daemon_rides_out_a_failure() {
+        let max = Duration::from_secs(300);
+        let (code, text) = health(
+            Duration::from_secs(2),
+            max,
+            Some((Duration::from_secs(42), "the node is failing")),
+        );
+        assert_eq!(code, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(text, "unhealthy for 42s, retrying: the node is failing\n");
+        let clock = StallClock::new();
+        assert_eq!(clock.failure(), None);
+        clock.failing("the database connection is lost".into());
+        let first = clock.failure().expect("failing");
+        clock.failing("the node is failing".into());
+        let second = clock.failure().expect("still failing");
+        assert_eq!(second.since, first.since, "one outage, one start");
+        assert_eq!(second.what, "the node is failing");
+        clock.advanced();
+        assert_eq!(clock.failure(), None);
+        assert_eq!(clock.unhealthy_for(), Duration::ZERO);
     }
 }

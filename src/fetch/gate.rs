@@ -226,6 +226,12 @@ impl Gate {
                         source: err,
                     })
                 }
+                Class::UnknownBlock => {
+                    return Err(Error::UnknownBlock {
+                        method,
+                        source: err,
+                    })
+                }
             };
             if attempt == attempts {
                 return Err(Error::Exhausted {

@@ -68,6 +68,16 @@ pub enum Error {
         #[source]
         source: rpc::Error,
     },
+    /// The node does not know a block the request named by hash: a reorg since the hash was read. The
+    /// caller reads the chain again (a reorg signal), never the same request.
+    #[error("{method}: the node no longer knows the block asked for (a reorg since it was read): {source}")]
+    UnknownBlock {
+        /// The method.
+        method: &'static str,
+        /// The answer.
+        #[source]
+        source: rpc::Error,
+    },
     /// Every attempt failed with a transient error.
     #[error("{method} failed {attempts} times (node.max_retries); last: {source}")]
     Exhausted {

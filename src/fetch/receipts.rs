@@ -227,6 +227,9 @@ async fn receipts_of(client: &Client, gate: &Gate, block: &BlockTxHashes) -> Res
                 return Ok(Read::Receipts(receipts));
             }
             Ok(None) => return Ok(Read::Gone("eth_getBlockReceipts: no such block".into())),
+            Err(Error::UnknownBlock { source, .. }) => {
+                return Ok(Read::Gone(format!("eth_getBlockReceipts: {source}")))
+            }
             Err(Error::Fatal { source, .. }) if source.is_method_unavailable() => {
                 served.set(TX_RECEIPTS_ONLY);
             }
@@ -255,6 +258,9 @@ async fn receipts_of(client: &Client, gate: &Gate, block: &BlockTxHashes) -> Res
                 }
             }
             Ok(Read::Receipts(all))
+        }
+        Err(Error::UnknownBlock { source, .. }) => {
+            Ok(Read::Gone(format!("eth_getTransactionReceipt: {source}")))
         }
         Err(Error::Fatal { source, .. }) if source.is_method_unavailable() => {
             served.set(NONE);

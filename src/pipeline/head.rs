@@ -176,10 +176,21 @@ async fn check_logs(
     with_logs.dedup();
     for suspect in follow::suspicious_empty_blocks(headers, &with_logs, interests) {
         // Ask again for exactly that block by hash; if logs appear, the first answer was stale.
-        let again = node
+        let again = match node
             .get_logs(rpc::Blocks::Hash(hash_of[&suspect]), selection)
             .await
-            .map_err(node.error())?;
+        {
+            Ok(again) => again,
+            // The hash was reorged away since the headers were read: read the chain again, which finds
+            // the reorg and rolls back to the common ancestor.
+            Err(fetch::Error::UnknownBlock { .. }) => {
+                return Ok(Err(format!(
+                    "block {suspect}'s hash {} is no longer the node's (a reorg under the read)",
+                    hash_of[&suspect]
+                )))
+            }
+            Err(err) => return Err(node.error()(err)),
+        };
         if again.iter().any(|l| !l.removed) {
             return Ok(Err(format!(
                 "block {suspect} came back empty although its bloom says it has logs"

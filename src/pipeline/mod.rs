@@ -16,8 +16,10 @@ use tokio_util::sync::CancellationToken;
 mod backfill;
 mod batch;
 mod bench_modes;
+mod daemon;
 mod discover;
 mod enrich;
+mod finality;
 mod foresight;
 mod head;
 mod indexes;
@@ -27,6 +29,7 @@ mod node;
 mod transactions;
 
 pub use bench_modes::{fetch_only, naive_sync, store_only};
+pub use daemon::{run, run_watched};
 pub use job::Job;
 use node::Finalized;
 pub use node::Node;
@@ -232,29 +235,27 @@ enum Step {
 }
 
 impl<'a> Ctx<'a> {
-    async fn open(
-        config: &'a Config,
-        observer: &'a Observer,
-        cancel: &CancellationToken,
-    ) -> Result<Ctx<'a>, Error> {
-        let node = Node::connect(&config.node, cancel).await?;
-        let chain_id = node.chain_id().await?;
-        Self::attach(config, observer, node, chain_id).await
-    }
-
     /// Opens the database for `node`, which serves chain `chain_id`, and prepares the job.
     async fn attach(
         config: &'a Config,
         observer: &'a Observer,
-        node: Node,
+        node: Arc<Node>,
         chain_id: u64,
     ) -> Result<Ctx<'a>, Error> {
         let (sink, db, job) = open_job(config, Some(chain_id)).await?;
+        // A chain that has reorged makes a finalized block at the head suspect (`finality`).
+        let reorged = sink.last_reorg().await.map_err(|source| Error::Database {
+            database: db.clone(),
+            source,
+        })?;
+        if reorged.is_some() {
+            node.finality.saw_reorg();
+        }
         let progress = watch::Sender::new(None);
         Ok(Ctx {
             config,
             observer,
-            node: Arc::new(node),
+            node,
             sink,
             db,
             job,
@@ -327,20 +328,45 @@ pub async fn sync_observed(
             Finality::Confirmations(_) => Ok(None),
         }
     };
-    let (chain_id, target, finalized) =
-        tokio::join!(node.chain_id(), node.resolve(target, window), finalized);
-    let mut ctx = Ctx::attach(config, observer, node, chain_id?).await?;
-    ctx.reconcile().await?;
-    let target = target?;
-    // The finalized block asked for beside the target, turned into the final block for this target.
-    let finalized = match finalized? {
-        Some(Finalized::Block(n)) => Some(n.min(target).max(target.saturating_sub(window))),
-        Some(Finalized::None(why)) => {
-            ctx.node.warn_no_finality(&why, window);
-            Some(target.saturating_sub(window))
+    // The last `window` blocks below the head are tracked by hash whatever the node calls final: a target
+    // other than the head needs the head too.
+    let head = async {
+        match target {
+            Target::Latest => Ok(None),
+            _ => node.resolve(Target::Latest, 0).await.map(Some),
         }
-        None => None,
     };
+    let (chain_id, target, head, finalized) = tokio::join!(
+        node.chain_id(),
+        node.resolve(target, window),
+        head,
+        finalized
+    );
+    let mut ctx = Ctx::attach(config, observer, Arc::new(node), chain_id?).await?;
+    let target = target?;
+    let head = head?.unwrap_or(target);
+    match (finalized?, config.sync.finality) {
+        (Some(Finalized::Block(n)), _) => {
+            let display = ctx.node.display.clone();
+            ctx.node
+                .finality
+                .saw(n.min(head), head, finality::Source::Node, &display);
+        }
+        (Some(Finalized::None(why)), _) => ctx.node.warn_no_finality(&why, window),
+        (None, Finality::Confirmations(n)) => {
+            let display = ctx.node.display.clone();
+            ctx.node.finality.saw(
+                head.saturating_sub(n),
+                head,
+                finality::Source::Confirmations,
+                &display,
+            );
+        }
+        (None, Finality::Finalized) => {}
+    }
+    // After finality was read: a reorg found here is reported against it.
+    ctx.reconcile().await?;
+    let finalized = Some(finality::final_block(target, head, window));
     let mut report = SyncReport {
         target,
         ..SyncReport::default()
@@ -357,74 +383,6 @@ pub async fn sync_observed(
     );
     ctx.sink.close().await;
     Ok(report)
-}
-
-/// `logslice run`: backfills, then follows the head every `sync.poll_interval`, rolling back reorgs, until
-/// `cancel` fires.
-///
-/// # Errors
-/// [`Error::Interrupted`] on shutdown (everything committed before it is intact), or any other [`Error`].
-pub async fn run(config: &Config, cancel: CancellationToken) -> Result<SyncReport, Error> {
-    run_watched(
-        config,
-        cancel,
-        watch::Sender::new(None),
-        &Observer::default(),
-    )
-    .await
-}
-
-/// [`run`], publishing the lowest committed checkpoint on `progress` after every commit and rollback, and
-/// reporting progress and metrics to `observer`.
-///
-/// # Errors
-/// As [`run`].
-pub async fn run_watched(
-    config: &Config,
-    cancel: CancellationToken,
-    progress: watch::Sender<Option<BlockNumber>>,
-    observer: &Observer,
-) -> Result<SyncReport, Error> {
-    let started = Instant::now();
-    let mut ctx = Ctx::open(config, observer, &cancel).await?;
-    ctx.progress = progress;
-    ctx.publish();
-    let mut report = SyncReport::default();
-    let mut caught_up = false;
-    loop {
-        ctx.reconcile().await?;
-        let head = ctx.node.resolve(Target::Latest, 0).await?;
-        // A node whose head went backwards (a lagging replica) gives nothing to do until it catches up.
-        if ctx.job.start(head).is_some() {
-            match ctx.catch_up(head, None, 1, &cancel, &mut report).await {
-                Ok(()) => {
-                    report.target = head;
-                    // At the head and consistent: healthy, even when no block came.
-                    observer.clock().advanced();
-                    if !caught_up {
-                        caught_up = true;
-                        tracing::info!(
-                            head,
-                            secs = started.elapsed().as_secs_f64(),
-                            "caught up; following the head"
-                        );
-                    }
-                }
-                // A head that could not be read consistently this time is read again next poll.
-                Err(Error::NotYet(why)) => tracing::debug!(%why, "head not consistent yet"),
-                Err(err) => return Err(err),
-            }
-        }
-        ctx.node.add_stats(&mut report);
-        report.elapsed = started.elapsed();
-        tokio::select! {
-            _ = cancel.cancelled() => {
-                ctx.sink.close().await;
-                return Err(Error::Interrupted);
-            }
-            _ = tokio::time::sleep(config.sync.poll_interval) => {}
-        }
-    }
 }
 
 #[cfg(test)]

@@ -39,10 +39,14 @@ impl<'a> super::Ctx<'a> {
             let header = self.header(BlockTag::Number(candidate.number)).await?;
             if header.is_some_and(|h| h.hash == candidate.hash) {
                 let depth = top - candidate.number;
-                let note = format!(
+                let mut note = format!(
                     "rolled back {depth} blocks to {} ({})",
                     candidate.number, candidate.hash
                 );
+                if let Some(under) = self.under_finality(&tracked, candidate.number).await? {
+                    note.push_str(&under);
+                }
+                self.node.finality.saw_reorg();
                 let removed = self
                     .sink
                     .rollback(candidate.number, &note)
@@ -69,6 +73,42 @@ impl<'a> super::Ctx<'a> {
              re-index into a new database, or raise sync.max_reorg_depth",
             tracked.len(),
             self.config.sync.max_reorg_depth
+        )))
+    }
+
+    /// When a reorg down to `ancestor` reached below the block last reported final: warns once, with the
+    /// first orphaned block's kept hash and the node's hash of it now, counts it, and returns what the
+    /// rollback's note (`status`) adds. It is rolled back like any other reorg.
+    async fn under_finality(
+        &self,
+        tracked: &std::collections::BTreeMap<BlockNumber, TrackedBlock>,
+        ancestor: BlockNumber,
+    ) -> Result<Option<String>, Error> {
+        let Some(finalized) = self.node.finality.reported() else {
+            return Ok(None);
+        };
+        let Some(orphan) = tracked.range(ancestor + 1..).next().map(|(_, b)| *b) else {
+            return Ok(None);
+        };
+        if orphan.number > finalized {
+            return Ok(None);
+        }
+        let now = self.header(BlockTag::Number(orphan.number)).await?;
+        let now = now.map_or_else(|| "none".to_owned(), |h| h.hash.to_string());
+        tracing::warn!(
+            finalized,
+            block = orphan.number,
+            kept_hash = %orphan.hash,
+            node_hash = %now,
+            "reorg under the block reported final: block {} was {} and is now {now}; rolled back all the same \
+             (the node's finality, or sync.finality, is not to be trusted)",
+            orphan.number,
+            orphan.hash
+        );
+        observe::record_reorg_below_finalized();
+        Ok(Some(format!(
+            ", under the final block {finalized} (block {}: {} -> {now})",
+            orphan.number, orphan.hash
         )))
     }
 

@@ -34,6 +34,8 @@ pub struct Node {
     told_header_reads: std::sync::atomic::AtomicBool,
     /// What this run learnt about a node without finality.
     no_finality: NoFinality,
+    /// What this run saw of finality: the last final block reported, whether the chain reorged.
+    pub(super) finality: super::finality::SeenFinality,
     _devnode: Option<DevNode>,
 }
 
@@ -99,6 +101,7 @@ impl Node {
             gate,
             display,
             no_finality: NoFinality::default(),
+            finality: super::finality::SeenFinality::default(),
             _devnode: devnode,
         })
     }
@@ -346,28 +349,32 @@ impl Node {
         }
     }
 
-    /// The highest block treated as final when the head is `head`: the node's finalized block (or
-    /// `head - n` with `finality = n`), but never more than `window` (`sync.max_reorg_depth`) below the
-    /// head, so that the blocks above it are few enough to track by hash. A node without finality gets
-    /// `head - window`, with one warning for the run.
+    /// The highest block treated as final when the head is `head`: `window` (`sync.max_reorg_depth`)
+    /// blocks below it, whatever the node reports ([`super::finality`]). The node's finalized block (or
+    /// `head - n` with `finality = n`) is read to report against: a reorg under it, a suspect finality.
     pub(super) async fn final_block(
         &self,
         finality: Finality,
         window: u64,
         head: BlockNumber,
     ) -> Result<BlockNumber, Error> {
-        let floor = head.saturating_sub(window);
-        let node_final = match finality {
-            Finality::Confirmations(n) => head.saturating_sub(n),
+        use super::finality::Source;
+        match finality {
+            Finality::Confirmations(n) => self.finality.saw(
+                head.saturating_sub(n),
+                head,
+                Source::Confirmations,
+                &self.display,
+            ),
             Finality::Finalized => match self.finalized().await? {
-                Finalized::Block(n) => n.min(head),
-                Finalized::None(why) => {
-                    self.warn_no_finality(&why, window);
-                    floor
+                Finalized::Block(n) => {
+                    self.finality
+                        .saw(n.min(head), head, Source::Node, &self.display)
                 }
+                Finalized::None(why) => self.warn_no_finality(&why, window),
             },
-        };
-        Ok(node_final.max(floor))
+        }
+        Ok(super::finality::final_block(head, head, window))
     }
 
     /// Says once per run that the node has no finality and what is done instead.
@@ -378,8 +385,9 @@ impl Node {
                 node = %self.display,
                 reason = %why,
                 confirmations = window,
-                "the node has no finalized block; treating blocks more than sync.max_reorg_depth below the head as final \
-                 (set sync.finality = <confirmations> to choose how many, at most sync.max_reorg_depth)"
+                "the node has no finalized block; a reorg deeper than sync.max_reorg_depth cannot be told from one it reports \
+                 (the last sync.max_reorg_depth blocks are tracked by hash in any case; sync.finality = <confirmations> \
+                 says which reorgs to report as under finality)"
             );
         }
     }

@@ -96,6 +96,9 @@ pub enum Class {
     Unreachable,
     /// The API key was rejected: retrying cannot help.
     Rejected,
+    /// The node does not know the block the request named (by hash: it was reorged away since the hash
+    /// was read). Asking again cannot help; reading the chain again can.
+    UnknownBlock,
     /// Cannot succeed and is not about size: stop.
     Fatal,
 }
@@ -167,7 +170,9 @@ impl Error {
             return self.into_batch_refused();
         }
         match self.class() {
-            Class::Retry { .. } | Class::Unreachable | Class::Rejected => self,
+            Class::Retry { .. } | Class::Unreachable | Class::Rejected | Class::UnknownBlock => {
+                self
+            }
             Class::Split { .. } | Class::Fatal => self.into_batch_refused(),
         }
     }
@@ -276,6 +281,13 @@ fn classify_rpc(code: i64, message: &str, data: Option<&str>) -> Class {
         .any(|p| m.contains(p));
     if tag && refused {
         return Class::Fatal;
+    }
+    // geth answers a `blockHash` it does not know with -32000 "unknown block"; others say "block not
+    // found" or "could not be found". After the tags above ("finalized block not found"). geth's "header
+    // not found" stays transient: it answers so for a block number a lagging backend does not have yet.
+    const UNKNOWN_BLOCK: [&str; 3] = ["unknown block", "block not found", "could not be found"];
+    if UNKNOWN_BLOCK.iter().any(|p| m.contains(p)) {
+        return Class::UnknownBlock;
     }
     match code {
         // Internal errors and generic server errors are transient at every provider we know.
@@ -435,6 +447,20 @@ mod tests {
         // A generic server error stays transient.
         check(rpc(-32000, "header not found"), RETRY);
         check(rpc(-32603, "internal error"), RETRY);
+    }
+
+    /// A block named by hash that the node does not know was reorged away: a reorg signal, not a retry.
+    #[test]
+    fn classifies_an_unknown_block_hash_as_unknown_block_not_transient() {
+        check(rpc(-32000, "unknown block"), Class::UnknownBlock);
+        check(
+            rpc(-32000, "block not found: 0x5b2c0f2b5e2e4f0c"),
+            Class::UnknownBlock,
+        );
+        check(
+            rpc(-32001, "Block 0xab12 could not be found"),
+            Class::UnknownBlock,
+        );
     }
 
     #[test]

@@ -120,6 +120,25 @@ pub enum Error {
     },
 }
 
+impl Error {
+    /// Whether the database connection was lost (a server restart or outage, killed connections, a pool that
+    /// timed out waiting for one), as opposed to an error that retrying cannot mend (a constraint, a full
+    /// disk, a permission, a schema refused). A daemon waits and opens the database again after the first;
+    /// the second ends it.
+    pub fn is_connection_lost(&self) -> bool {
+        match self {
+            Error::ConnectionLost { .. } => true,
+            Error::Open { source, .. } | Error::Query { source, .. } => {
+                postgres::is_connection_lost(source)
+            }
+            Error::Migrate(sqlx::migrate::MigrateError::Execute(source)) => {
+                postgres::is_connection_lost(source)
+            }
+            _ => false,
+        }
+    }
+}
+
 fn query_error(doing: &'static str) -> impl FnOnce(sqlx::Error) -> Error {
     move |source| Error::Query { doing, source }
 }

@@ -292,7 +292,9 @@ impl PostgresSink {
                 });
             }
             let backoff = backoff(attempt);
-            tracing::warn!(
+            // Per attempt, debug: `run` warns once when it starts riding out a lost database, and `sync`
+            // reports the last attempt's error.
+            tracing::debug!(
                 attempt,
                 doing,
                 max_attempts = self.commit_attempts,
@@ -497,7 +499,9 @@ fn bind<'q>(
 /// Whether `err` means the connection (or the server) went away, so the same batch may succeed on a fresh
 /// connection. Everything else (a constraint, a type error, a full disk) would fail again. Serialization
 /// failures and deadlocks are absent on purpose: batches run at READ COMMITTED with one writer per schema.
-fn is_connection_lost(err: &sqlx::Error) -> bool {
+/// Whether `err` means the connection to the server was lost or could not be had (not an error of the
+/// statement): see [`Error::is_connection_lost`].
+pub(super) fn is_connection_lost(err: &sqlx::Error) -> bool {
     match err {
         sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::WorkerCrashed => true,
         sqlx::Error::Database(db) => db.code().is_some_and(|code| {

@@ -123,3 +123,73 @@ async fn confirmations_beyond_the_reorg_window_are_a_config_error() {
     );
     assert_eq!(node.stats().http_requests, 0);
 }
+
+/// Goal: a node whose `finalized` block is its head (a devnet, some L2 endpoints, a provider misreporting
+/// the tag) does not make logslice trust it blindly: the last `max_reorg_depth` blocks are tracked by hash
+/// anyway, a reorg of blocks the node had called final is rolled back like any other, and the rollback is
+/// reported as under finality (the note `status` shows). Method: sync to the head, reorg the top blocks,
+/// sync again; the database must equal the ground truth, and the recorded reorg must say so.
+async fn a_reorg_under_a_finalized_head_is_rolled_back_and_reported(backend: Backend) {
+    let mut config = node_config(2_000);
+    config.chain.finalized_depth = 0;
+    let node = support::start(config).await;
+    let truth = node.truth();
+    let work = Workdir::with(backend).await;
+    let path = work.write_config(&node.http_url(), &all_contracts(), "", "");
+    support::sync(&path, Target::Latest)
+        .await
+        .expect("first sync");
+    assert_eq!(
+        truth.finalized(),
+        truth.head(),
+        "the node calls its head final"
+    );
+    node.reorg(6);
+    let head = node.mine(1);
+    let report = support::sync(&path, Target::Latest)
+        .await
+        .expect("the sync after the reorg");
+    assert_eq!(report.target, head);
+    assert_db_matches_truth(&work, &truth, &all_contracts(), head).await;
+    let note = support::query_texts(&work, "SELECT value FROM meta WHERE key = 'last_reorg'").await;
+    let note = note.concat().concat();
+    assert!(
+        note.contains("rolled back 6 blocks") && note.contains("under the final block"),
+        "{note}"
+    );
+}
+crate::both_backends!(a_reorg_under_a_finalized_head_is_rolled_back_and_reported);
+
+/// Goal: a block hash reorged away between the header read and the logs read (so the logs answered are
+/// another branch's) is a reorg signal, in `sync` and under `run`: nothing of the orphaned branch is kept.
+/// Method: the node reorganises right after answering the header of the newest block; `sync` to the head
+/// must end exact, then a daemon meets the same when a new block comes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hash_reorged_away_between_the_header_and_the_logs_read_is_a_reorg() {
+    let node = support::start(node_config(2_000)).await;
+    let truth = node.truth();
+    let work = Workdir::with(Backend::Sqlite).await;
+    let path = work.write_config(
+        &node.http_url(),
+        &all_contracts(),
+        "",
+        "poll_interval = \"20ms\"",
+    );
+    node.reorg_after_header(truth.head(), 3);
+    let report = support::sync(&path, Target::Latest)
+        .await
+        .expect("the sync through the reorg");
+    assert_eq!(report.target, truth.head());
+    assert_db_matches_truth(&work, &truth, &all_contracts(), truth.head()).await;
+    let mut daemon = crate::follow::start_daemon(&path);
+    daemon.reaches(truth.head()).await;
+    for round in 0..3 {
+        let head = node.mine(2);
+        node.reorg_after_header(head, 1 + round);
+        daemon.reaches(head).await;
+        let reorged = node.mine(1);
+        daemon.reaches(reorged).await;
+        assert_db_matches_truth(&work, &truth, &all_contracts(), reorged).await;
+    }
+    assert!(daemon.stop().await.is_err(), "stopped by its token");
+}

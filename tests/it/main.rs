@@ -14,6 +14,7 @@ mod in_turn;
 mod indexes;
 mod migration;
 mod ops;
+mod outage;
 mod parts;
 mod pg;
 mod planning;
