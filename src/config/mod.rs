@@ -162,7 +162,7 @@ pub struct SyncConfig {
     /// as many as the database already covers, drops the secondary indexes and builds them once it reaches
     /// its target, instead of maintaining them row by row.
     pub defer_indexes_min_blocks: u64,
-    /// `poll_interval`, default 2s.
+    /// `poll_interval`, default 1s.
     pub poll_interval: Duration,
     /// `shutdown_grace`, default 10s.
     pub shutdown_grace: Duration,

@@ -48,7 +48,10 @@ pub const DEFAULT_MAX_REORG_DEPTH: u64 = 128;
 /// the rows already stored would cost more than the backfill saves. See `pipeline::indexes`.
 pub const DEFAULT_DEFER_INDEXES_MIN_BLOCKS: u64 = 10_000;
 /// `sync.poll_interval`.
-pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(2);
+/// A second: on a 2-s chain a new block's rows land within one block time whatever the poll's phase
+/// against the chain's (measured: p50 0.45 s, max 1.04 s; with 2 s, max 1.81 s; `examples/head_latency.rs`,
+/// docs/BENCHMARKS.md), for two calls a poll that finds no new block.
+pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(1);
 /// `sync.shutdown_grace`.
 pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 /// `metrics.max_stall`: long enough that a slow node's retries (up to `node.max_backoff` each) do not

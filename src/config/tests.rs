@@ -135,7 +135,7 @@ fn fills_in_every_default() {
     );
     assert_eq!(
         (sync.poll_interval, sync.shutdown_grace, sync.strict),
-        (Duration::from_secs(2), Duration::from_secs(10), false)
+        (Duration::from_secs(1), Duration::from_secs(10), false)
     );
     assert!(sync.block_timestamps, "block timestamps are on by default");
     assert_eq!(config.contracts.len(), 1);
