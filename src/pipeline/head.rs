@@ -66,8 +66,12 @@ pub(super) async fn read(
         Some(last) => {
             let range =
                 BlockRange::new(span.start(), last.number).expect("headers start at the span");
-            let fetched = fetch_logs(&node, planner(range), &selector, range).await?;
-            check_logs(&node, fetched, &selector(range), &interests, &headers).await?
+            match fetch_logs(&node, planner(range), &selector, range).await {
+                Ok(fetched) => {
+                    check_logs(&node, fetched, &selector(range), &interests, &headers).await?
+                }
+                Err(err) => Err(read_across_a_reorg(&err).ok_or(err)?),
+            }
         }
     };
     Ok(HeadRead {
@@ -76,6 +80,19 @@ pub(super) async fn read(
         headers,
         logs,
     })
+}
+
+/// Why `err` means reading again rather than stopping: two different logs at one position that carry two
+/// block hashes came from answers read on either side of a reorg (which headers then tell apart). Below
+/// finality the same is a finalized block that changed, and stops the job (exit 65).
+pub(super) fn read_across_a_reorg(err: &Error) -> Option<String> {
+    match err {
+        Error::Node {
+            source: fetch::Error::Conflict(conflict),
+            ..
+        } if conflict.of_two_blocks() => Some(conflict.to_string()),
+        _ => None,
+    }
 }
 
 /// The logs of `range`: one request, which near the head usually carries them all; when the node refuses it
