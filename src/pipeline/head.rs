@@ -205,3 +205,31 @@ async fn check_logs(
     }
     Ok(Ok(read))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn conflict(hashes: [B256; 2]) -> Error {
+        Error::Node {
+            node: "sim://".into(),
+            source: fetch::Conflict {
+                block: 7,
+                log_index: 3,
+                hashes,
+            }
+            .into(),
+        }
+    }
+
+    /// Two versions of one block in the answers (a reorg between them) are read again above finality; two
+    /// logs of one block hash at one position are the node's error, and so is anything else.
+    #[test]
+    fn only_a_conflict_of_two_block_hashes_is_read_again() {
+        let (a, b) = (B256::repeat_byte(1), B256::repeat_byte(2));
+        let why = read_across_a_reorg(&conflict([a, b])).expect("read again");
+        assert!(why.contains("block 7 log index 3"), "{why}");
+        assert_eq!(read_across_a_reorg(&conflict([a, a])), None);
+        assert_eq!(read_across_a_reorg(&Error::NodeData("x".into())), None);
+    }
+}
