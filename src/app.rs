@@ -142,6 +142,12 @@ fn summary_notes(report: &pipeline::SyncReport) -> String {
             report.topic_only, report.foreign_logs
         ));
     }
+    if report.repeated_logs > 0 {
+        notes.push_str(&format!(
+            "; {} logs the node delivered twice, kept once",
+            report.repeated_logs
+        ));
+    }
     if report.receipt_blocks > 0 {
         notes.push_str(&format!(
             "; {} blocks over the result cap read from receipts",

@@ -50,6 +50,7 @@ pub fn code(err: &Error) -> u8 {
             fetch::Error::Fatal { .. }
             | fetch::Error::NoReceipts { .. }
             | fetch::Error::Inconsistent(_)
+            | fetch::Error::Conflict(_)
             | fetch::Error::Split(_) => DATA,
         },
     }

@@ -56,6 +56,8 @@ pub const REORGS: &str = "logslice_reorgs_total";
 pub const TOPIC_ONLY_REQUESTS: &str = "logslice_topic_only_requests_total";
 /// Counter: logs of other contracts carried by topic-only answers and dropped.
 pub const FOREIGN_LOGS: &str = "logslice_foreign_logs_dropped_total";
+/// Counter: logs an `eth_getLogs` answer delivered twice (or more), kept once (`fetch::answer`).
+pub const REPEATED_LOGS: &str = "logslice_repeated_logs_dropped_total";
 /// Counter: blocks read from their receipts (over the result cap: for one address and topic0, or for the whole selection once the node is known to serve `eth_getBlockReceipts`; `fetch::receipts`).
 pub const RECEIPT_BLOCKS: &str = "logslice_receipt_blocks_total";
 /// Gauge: blocks rolled back by the last reorg (the follower sets it).
@@ -93,6 +95,11 @@ pub fn record_request(method: &'static str, failure: Option<&Class>) {
 pub fn record_topic_only(foreign_logs: u64) {
     metrics::counter!(TOPIC_ONLY_REQUESTS).increment(1);
     metrics::counter!(FOREIGN_LOGS).increment(foreign_logs);
+}
+
+/// Records the repeats of logs one answer delivered twice, dropped.
+pub fn record_repeated_logs(n_repeats: u64) {
+    metrics::counter!(REPEATED_LOGS).increment(n_repeats);
 }
 
 /// Records a block read from its receipts.
@@ -157,6 +164,10 @@ fn describe() {
         (
             FOREIGN_LOGS,
             "logs of other contracts that topic-only answers carried, dropped",
+        ),
+        (
+            REPEATED_LOGS,
+            "logs an eth_getLogs answer delivered twice, kept once",
         ),
         (REORGS, "reorgs detected"),
         (

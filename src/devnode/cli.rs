@@ -161,6 +161,13 @@ pub struct DevnodeArgs {
     /// Probability (per eth_getLogs) that orphaned logs are served with removed: true.
     #[arg(long, default_value_t = 0.0, value_parser = probability)]
     pub fault_stale_replica: f64,
+    /// Probability (per eth_getLogs) that the answer's logs are sent twice (the whole list, then again).
+    #[arg(long, default_value_t = 0.0, value_parser = probability)]
+    pub fault_repeated_logs: f64,
+    /// Probability (per eth_getLogs) that the answer's first log is followed by another log at the same
+    /// block and log index with other data.
+    #[arg(long, default_value_t = 0.0, value_parser = probability)]
+    pub fault_conflicting_log: f64,
     /// Requests per second above which requests get HTTP 429.
     #[arg(long)]
     pub max_rps: Option<u32>,
@@ -242,6 +249,8 @@ impl DevnodeArgs {
         cfg.faults.lag = self.fault_lag;
         cfg.faults.lag_depth = self.lag_depth;
         cfg.faults.stale_replica = self.fault_stale_replica;
+        cfg.faults.repeated_logs = self.fault_repeated_logs;
+        cfg.faults.conflicting_log = self.fault_conflicting_log;
         cfg.faults.max_rps = self.max_rps.filter(|rps| *rps > 0);
         Ok(cfg)
     }

@@ -269,6 +269,12 @@ pub struct FaultConfig {
     pub lag_depth: u64,
     /// Per `eth_getLogs` call: a stale replica adds the orphaned logs of the range with `removed: true`.
     pub stale_replica: f64,
+    /// Per `eth_getLogs` call: the answer's list of logs is sent twice, the second copy after the first
+    /// (every log delivered twice, identical: a node repeating a range).
+    pub repeated_logs: f64,
+    /// Per `eth_getLogs` call: the answer's first log is followed by another log at the same block and log
+    /// index with other data (a conflicting duplicate). Decided before `repeated_logs`.
+    pub conflicting_log: f64,
     /// Requests per second above which requests get HTTP 429; `None` = unlimited.
     pub max_rps: Option<u32>,
 }
@@ -287,6 +293,8 @@ impl Default for FaultConfig {
             lag: 0.0,
             lag_depth: DEFAULT_LAG_DEPTH,
             stale_replica: 0.0,
+            repeated_logs: 0.0,
+            conflicting_log: 0.0,
             max_rps: None,
         }
     }
@@ -361,6 +369,8 @@ pub const OPTION_NAMES: &[&str] = &[
     "fault_lag",
     "lag_depth",
     "fault_stale_replica",
+    "fault_repeated_logs",
+    "fault_conflicting_log",
     "max_rps",
 ];
 
@@ -519,6 +529,12 @@ impl DevNodeConfig {
             "lag_depth" => parse_num(value).map(|v| self.faults.lag_depth = v),
             "fault_stale_replica" => {
                 parse_probability(value).map(|v| self.faults.stale_replica = v)
+            }
+            "fault_repeated_logs" => {
+                parse_probability(value).map(|v| self.faults.repeated_logs = v)
+            }
+            "fault_conflicting_log" => {
+                parse_probability(value).map(|v| self.faults.conflicting_log = v)
             }
             "max_rps" => parse_optional(value).map(|v| self.faults.max_rps = v),
             _ => {

@@ -1,4 +1,5 @@
-//! Fault decisions: which request gets a 429, a 5xx, a drop, latency, a lagging backend, an error.
+//! Fault decisions: which request gets a 429, a 5xx, a drop, latency, a lagging backend, an error, which
+//! `eth_getLogs` answer repeats its logs.
 //!
 //! Each decision is a pure function of `(seed, request counter, call index)`, so the same sequence of requests
 //! meets the same faults on every run. The request-rate limit is the one fault driven by the clock, because it
@@ -9,6 +10,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::chain::Log;
 use super::config::FaultConfig;
 use super::rng::{hash3, Rng};
 
@@ -70,12 +72,35 @@ pub(crate) struct CallFaults {
     pub(crate) error: Option<CallFault>,
     /// `eth_getLogs` is answered by a stale replica that still has the orphaned logs.
     pub(crate) stale_replica: bool,
+    /// `eth_getLogs` answers its list of logs twice over (see [`Repeat`]).
+    pub(crate) repeat: Option<Repeat>,
+}
+
+/// How an `eth_getLogs` answer repeats its logs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Repeat {
+    /// The whole list, then the same list again, as a node (or a proxy in front of two) that serves a
+    /// range twice: every log twice, each copy identical, the second run starting over from the range's
+    /// first block.
+    Same,
+    /// The answer's first log a second time right after it, at the same block and log index but with other
+    /// data: two different logs claiming one position.
+    Conflicting,
 }
 
 /// Decides the faults of one call.
 pub(crate) fn for_call(seed: u64, seq: u64, call_idx: u64, faults: &FaultConfig) -> CallFaults {
     let mut rng = Rng::new(hash3(seed, seq, call_idx, TAG_CALL));
     let (roll_internal, roll_rate, roll_stale) = (rng.unit(), rng.unit(), rng.unit());
+    // Drawn after the older rolls, so that those decide as they did before these faults existed.
+    let (roll_repeat, roll_conflict) = (rng.unit(), rng.unit());
+    let repeat = if roll_conflict < faults.conflicting_log {
+        Some(Repeat::Conflicting)
+    } else if roll_repeat < faults.repeated_logs {
+        Some(Repeat::Same)
+    } else {
+        None
+    };
     let error = if roll_internal < faults.internal_error {
         Some(CallFault::Internal)
     } else if roll_rate < faults.rate_limit_error {
@@ -86,7 +111,25 @@ pub(crate) fn for_call(seed: u64, seq: u64, call_idx: u64, faults: &FaultConfig)
     CallFaults {
         error,
         stale_replica: roll_stale < faults.stale_replica,
+        repeat,
     }
+}
+
+/// The [`Repeat::Same`] fault on an answer whose `n_logs` logs are written from `list_start` on (the list not
+/// closed yet): the list again after itself. The range's cap counted them once. Returns the logs now written.
+pub(crate) fn repeat_list(out: &mut Vec<u8>, list_start: usize, n_logs: u64) -> u64 {
+    if n_logs == 0 {
+        return 0;
+    }
+    let list_end = out.len();
+    out.push(b',');
+    out.extend_from_within(list_start..list_end);
+    2 * n_logs
+}
+
+/// The [`Repeat::Conflicting`] fault: `log` becomes another log at its position (a word more of data).
+pub(crate) fn conflicting(log: &mut Log) {
+    log.data.extend([0xc0; 32]);
 }
 
 /// A fixed one-second window request counter: at most `max_per_second` requests per window.
@@ -148,6 +191,25 @@ mod tests {
         assert_eq!(hits, again);
         let n_hits = hits.iter().filter(|hit| **hit).count();
         assert!((800..1200).contains(&n_hits), "{n_hits}");
+    }
+
+    #[test]
+    fn a_repeated_answer_carries_its_list_twice_in_one_array() {
+        let mut out = br#"{"result":[{"logIndex":"0x0"},{"logIndex":"0x1"}"#.to_vec();
+        let list_start = out.iter().position(|&b| b == b'[').unwrap() + 1;
+        assert_eq!(repeat_list(&mut out, list_start, 2), 4);
+        out.push(b']');
+        let value: serde_json::Value = serde_json::from_slice(&[&out[..], b"}"].concat()).unwrap();
+        let indexes: Vec<&str> = value["result"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|log| log["logIndex"].as_str().unwrap())
+            .collect();
+        assert_eq!(indexes, ["0x0", "0x1", "0x0", "0x1"]);
+        let mut empty = b"[".to_vec();
+        assert_eq!(repeat_list(&mut empty, 1, 0), 0);
+        assert_eq!(empty, b"[");
     }
 
     #[test]

@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 
 use super::chain::{Chain, ChainState, Header};
 use super::config::{DevNodeConfig, Finality, TooManyStyle};
-use super::faults::{self, CallFault};
+use super::faults::{self, CallFault, CallFaults, Repeat};
 use super::json::{self, BlockKind, TxDetail};
 use super::params::{self, BlockTag, LogRange};
 use super::stats::Stats;
@@ -260,7 +260,7 @@ impl Service {
         out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
         json::value(out, &id);
         out.extend_from_slice(b",\"result\":");
-        match self.dispatch(out, method, params, lag, call_faults.stale_replica) {
+        match self.dispatch(out, method, params, lag, call_faults) {
             Ok(n_logs) => {
                 out.push(b'}');
                 self.stats.call(Some(method), Ok(n_logs));
@@ -305,7 +305,7 @@ impl Service {
         method: &str,
         params: &[Value],
         lag: u64,
-        stale_replica: bool,
+        call: CallFaults,
     ) -> Result<u64, RpcError> {
         let state = self.chain.read();
         let view = self.view(&state, lag);
@@ -363,7 +363,7 @@ impl Service {
             }
             "eth_getLogs" => {
                 arity(params, 1, 1)?;
-                return self.get_logs(out, &state, view, &params[0], stale_replica);
+                return self.get_logs(out, &state, view, &params[0], call);
             }
             other => return self.dispatch_tx(out, other, params, &state, view),
         }
@@ -399,7 +399,7 @@ impl Service {
         state: &ChainState,
         view: View,
         filter_value: &Value,
-        stale_replica: bool,
+        call: CallFaults,
     ) -> Result<u64, RpcError> {
         let limits = &self.cfg.limits;
         let request =
@@ -436,9 +436,14 @@ impl Service {
         }
         let to = to.min(view.head);
         self.stats.logs_from(from);
-        let outcome = self.scan_logs(out, state, from, to, &request.filter, stale_replica);
+        let list_start = out.len();
+        let outcome = self.scan_logs(out, state, from, to, &request.filter, call);
         match outcome {
             LogsOutcome::Done { n_logs } => {
+                let n_logs = match call.repeat {
+                    Some(Repeat::Same) => faults::repeat_list(out, list_start, n_logs),
+                    _ => n_logs,
+                };
                 out.push(b']');
                 Ok(n_logs)
             }
@@ -460,7 +465,7 @@ impl Service {
         from: u64,
         to: u64,
         filter: &super::filter::LogFilter,
-        stale_replica: bool,
+        call: CallFaults,
     ) -> LogsOutcome {
         let limits = &self.cfg.limits;
         let n_blocks = to - from + 1;
@@ -473,7 +478,7 @@ impl Service {
         {
             return LogsOutcome::Timeout;
         }
-        let orphans = if stale_replica {
+        let orphans = if call.stale_replica {
             state.orphans_in(from, to)
         } else {
             Vec::new()
@@ -482,15 +487,22 @@ impl Service {
         let log_timestamps = self.cfg.chain.log_timestamps;
         let mut spent = Duration::ZERO;
         let mut n_logs: u64 = 0;
+        let mut conflict = call.repeat == Some(Repeat::Conflicting);
         for number in from..=to {
             spent += limits.block_cost;
             let mut n_in_block = 0u64;
-            let mut write = |log: super::chain::Log, removed: bool, timestamp: u64| {
+            let mut write = |mut log: super::chain::Log, removed: bool, timestamp: u64| {
                 if n_logs > 0 || n_in_block > 0 {
                     out.push(b',');
                 }
                 json::log(out, &log, removed, log_timestamps.then_some(timestamp));
                 n_in_block += 1;
+                if std::mem::take(&mut conflict) {
+                    faults::conflicting(&mut log);
+                    out.push(b',');
+                    json::log(out, &log, removed, log_timestamps.then_some(timestamp));
+                    n_in_block += 1;
+                }
             };
             // A stale replica still serves the orphaned blocks of this height, flagged removed.
             while let Some((_, gen)) = orphan_iter.next_if(|(height, _)| *height == number) {

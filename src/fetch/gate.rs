@@ -73,6 +73,8 @@ pub struct GateStats {
     pub topic_only: AtomicU64,
     /// Logs of other contracts those answers carried, dropped.
     pub foreign_logs: AtomicU64,
+    /// Logs an answer delivered twice (or more), kept once (`fetch::answer`).
+    pub repeated_logs: AtomicU64,
     /// Blocks read from their receipts (over the cap for one address and topic0).
     pub receipt_blocks: AtomicU64,
     /// Fillings: the logs of factory children found after a range was asked for without them, fetched for

@@ -15,7 +15,8 @@ use alloy_primitives::{Address, B256};
 use crate::primitives::{BlockRange, Log};
 use crate::rpc::{Blocks, Client, LogFilter};
 
-use super::{checked, get_chunked, Error, Gate, Selection};
+use super::answer::{checked, checked_topics, in_log_order};
+use super::{get_chunked, Error, Gate, Selection};
 
 /// Logs one `eth_getLogs` filter asks for: its addresses, each with the same topics.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -145,12 +146,12 @@ pub(crate) async fn get_logs(
         let filter = group.filter(blocks);
         let logs = get_chunked(client, gate, &filter).await?.logs;
         match blocks {
-            Blocks::Range(range) => checked(range, &filter, logs),
-            Blocks::Hash(_) => checked_topics(&filter, logs),
+            Blocks::Range(range) => checked(&gate.stats, range, &filter, logs),
+            Blocks::Hash(_) => checked_topics(&gate.stats, &filter, logs),
         }
     });
     let answers = futures::future::try_join_all(requests).await?;
-    Ok(merge_answers(answers))
+    merge_answers(answers)
 }
 
 /// The answers one range got from the node: each group's logs (or the refusal that ended it).
@@ -185,9 +186,10 @@ pub(super) async fn get_range_logs(
                 return (group, Ok((logs, largest)));
             }
             let filter = group.filter(Blocks::Range(range));
-            let answer = get_chunked(client, gate, &filter)
-                .await
-                .and_then(|answer| Ok((checked(range, &filter, answer.logs)?, answer.largest)));
+            let answer = get_chunked(client, gate, &filter).await.and_then(|answer| {
+                let logs = checked(&gate.stats, range, &filter, answer.logs)?;
+                Ok((logs, answer.largest))
+            });
             (group, answer)
         });
     let mut answered = Vec::new();
@@ -216,9 +218,7 @@ pub(super) async fn get_range_logs(
             largest,
         },
         None => Answered {
-            logs: Ok(merge_answers(
-                answered.into_iter().map(|(_, logs)| logs).collect(),
-            )),
+            logs: merge_answers(answered.into_iter().map(|(_, logs)| logs).collect()),
             by_group: Vec::new(),
             largest,
         },
@@ -277,29 +277,21 @@ impl Kept {
     }
 }
 
-/// Refuses logs a filter did not ask for (see [`admits`]).
-pub(super) fn checked_topics(filter: &LogFilter, logs: Vec<Log>) -> Result<Vec<Log>, Error> {
-    match logs.iter().find(|log| !admits(filter, log)) {
-        None => Ok(logs),
-        Some(log) => Err(Error::Inconsistent(format!(
-            "log {} of block {} (address {}) does not match the filter it was asked with",
-            log.log_index, log.block_number, log.address
-        ))),
-    }
-}
-
-/// The answers of several groups as one list in `(block_number, log_index)` order. Groups never ask for
-/// the same log (they differ in address or topic0, or are merged), but a log in two answers is kept once.
-pub(super) fn merge_answers(answers: Vec<Vec<Log>>) -> Vec<Log> {
+/// The answers of several requests for one range (groups, halves of a filter, quarters) as one list in
+/// `(block_number, log_index)` order, each log once ([`in_log_order`]). Groups never ask for the same log
+/// (they differ in address or topic0, or are merged), but filters may overlap (an anonymous event's
+/// contract in two groups): a log in two answers is kept once. Not counted as a repeat of the node's: each
+/// answer was checked, and its own repeats counted, on its own.
+///
+/// # Errors
+/// [`Error::Conflict`] for two different logs at one position.
+pub(super) fn merge_answers(answers: Vec<Vec<Log>>) -> Result<Vec<Log>, Error> {
     if answers.len() == 1 {
-        return answers.into_iter().next().unwrap_or_default();
+        return Ok(answers.into_iter().next().unwrap_or_default());
     }
     let mut logs: Vec<Log> = answers.into_iter().flatten().collect();
-    logs.sort_by_key(|log| (log.block_number, log.log_index));
-    logs.dedup_by(|a, b| {
-        (a.block_number, a.log_index, a.block_hash) == (b.block_number, b.log_index, b.block_hash)
-    });
-    logs
+    in_log_order(&mut logs)?;
+    Ok(logs)
 }
 
 #[cfg(test)]
@@ -456,7 +448,8 @@ mod tests {
         let merged = merge_answers(vec![
             vec![at(1, 0), at(3, 2)],
             vec![at(1, 1), at(2, 0), at(3, 2)],
-        ]);
+        ])
+        .expect("a log in two answers is one log");
         let keys: Vec<(u64, u64)> = merged
             .iter()
             .map(|l| (l.block_number, l.log_index))

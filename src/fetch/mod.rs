@@ -8,6 +8,7 @@
 //! busy, so sparse stretches are fetched ahead of it. Nothing here writes to a database or decides what a
 //! log means.
 
+mod answer;
 mod batches;
 mod gate;
 mod groups;
@@ -24,9 +25,12 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use answer::checked;
+pub use answer::{in_log_order, Conflict};
 pub use batches::Batches;
 pub use gate::{Gate, GateConfig, GateStats, OnSplit};
 pub(crate) use groups::get_logs;
+use groups::merge_answers;
 pub use groups::{merge as merge_groups, Group};
 pub(crate) use receipts::of_blocks as block_receipts;
 use wide::get_chunked;
@@ -101,12 +105,22 @@ pub enum Error {
     /// The node answered logs outside the requested range, or of another address.
     #[error("the node answered a log that does not match the request: {0}")]
     Inconsistent(String),
+    /// The node answered two different logs at one position (a log repeated whole is kept once instead).
+    /// Boxed: it names both block hashes, and every `Result` of this module would carry its size.
+    #[error(transparent)]
+    Conflict(Box<Conflict>),
     /// Shutdown was requested.
     #[error("interrupted")]
     Interrupted,
     /// A task panicked: a bug in logslice, reported with its message instead of a backtrace or a hang.
     #[error("internal error (a bug in logslice; please report it): {0}")]
     Panicked(String),
+}
+
+impl From<Conflict> for Error {
+    fn from(conflict: Conflict) -> Self {
+        Self::Conflict(Box::new(conflict))
+    }
 }
 
 /// What a task that ended with `err` said: its panic message, or that it was cancelled.
@@ -295,7 +309,7 @@ pub async fn run(
                     .run("eth_getLogs", OnSplit::Return, || client.get_logs(&filter))
                     .await;
                 let blocks = logs
-                    .and_then(|logs| checked(request.range, &filter, logs))
+                    .and_then(|logs| checked(&gate.stats, request.range, &filter, logs))
                     .map(|logs| logs.iter().map(|log| log.block_number).collect());
                 Task::Survey(request, blocks)
             });
@@ -522,10 +536,15 @@ pub(crate) async fn fetch_block_by_filters(
             },
         }
     }
-    let mut logs = Vec::new();
+    let mut parts = Vec::new();
     while let Some((group, filter, answer)) = pending.next().await {
         match answer {
-            Ok(part) => logs.extend(checked(BlockRange::single(block), &filter, part.logs)?),
+            Ok(part) => parts.push(checked(
+                &gate.stats,
+                BlockRange::single(block),
+                &filter,
+                part.logs,
+            )?),
             Err(Error::Split(_)) => {
                 let address = group.addresses[0];
                 let Some((a, b)) = group.halves() else {
@@ -551,9 +570,10 @@ pub(crate) async fn fetch_block_by_filters(
             Err(err) => return Err(err),
         }
     }
-    logs.sort_by_key(|log| log.log_index);
-    logs.dedup_by_key(|log| log.log_index);
-    Ok(Fetched::from_get_logs(BlockRange::single(block), logs))
+    Ok(Fetched::from_get_logs(
+        BlockRange::single(block),
+        merge_answers(parts)?,
+    ))
 }
 
 fn selection_topic(filter: &LogFilter) -> String {
@@ -561,41 +581,4 @@ fn selection_topic(filter: &LogFilter) -> String {
         Some([one]) => one.to_string(),
         _ => "any".into(),
     }
-}
-
-/// Refuses answers that cannot belong to the request (a backend bug would otherwise become a silent gap
-/// or a foreign row), and puts the logs in `(block_number, log_index)` order.
-fn checked(range: BlockRange, filter: &LogFilter, mut logs: Vec<Log>) -> Result<Vec<Log>, Error> {
-    // Thousands of factory children make a list scan per log too slow.
-    let many: Option<std::collections::HashSet<&Address>> =
-        (filter.addresses.len() > 16).then(|| filter.addresses.iter().collect());
-    let requested = |address: &Address| match &many {
-        Some(set) => set.contains(address),
-        None => filter.addresses.contains(address),
-    };
-    for log in &logs {
-        if !range.contains(log.block_number) {
-            return Err(Error::Inconsistent(format!(
-                "log of block {} in an answer for {range}",
-                log.block_number
-            )));
-        }
-        if !requested(&log.address) {
-            return Err(Error::Inconsistent(format!(
-                "log of {} in block {}, not a requested address",
-                log.address, log.block_number
-            )));
-        }
-        // The address is checked above, by set when the list is long: only the topics are left.
-        if !groups::topics_admitted(filter, log) {
-            return Err(Error::Inconsistent(format!(
-                "log {} of block {} (address {}) does not match the filter it was asked with",
-                log.log_index, log.block_number, log.address
-            )));
-        }
-    }
-    if !logs.is_sorted_by_key(|log| (log.block_number, log.log_index)) {
-        logs.sort_by_key(|log| (log.block_number, log.log_index));
-    }
-    Ok(logs)
 }

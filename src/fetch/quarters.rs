@@ -170,7 +170,7 @@ async fn by_addresses(
         match answered.logs {
             Ok(logs) => {
                 answers.push(logs);
-                return Ok(merge_answers(answers));
+                return merge_answers(answers);
             }
             Err(Error::Split(err)) => {
                 let answered_groups = answered.by_group;

@@ -16,7 +16,7 @@ use alloy_dyn_abi::{DynSolEvent, Specifier};
 use alloy_primitives::{Address, B256};
 
 use crate::config::{Config, FactoryConfig};
-use crate::fetch::{Fetched, Group, Selection};
+use crate::fetch::{self, Fetched, Group, Selection};
 use crate::primitives::{BlockNumber, BlockRange, Log};
 use crate::sink::ChildRow;
 
@@ -299,14 +299,17 @@ impl Children {
     }
 }
 
-/// Merges `extra` logs into `logs`, both in `(block_number, log_index)` order, dropping duplicates.
-pub(super) fn merge(logs: &mut Vec<Log>, extra: Vec<Log>) {
+/// Merges `extra` logs into `logs`, in `(block_number, log_index)` order, each log once
+/// ([`fetch::in_log_order`]: a child's log may also be a configured contract's).
+///
+/// # Errors
+/// [`fetch::Conflict`] for two different logs at one position.
+pub(super) fn merge(logs: &mut Vec<Log>, extra: Vec<Log>) -> Result<(), fetch::Conflict> {
     if extra.is_empty() {
-        return;
+        return Ok(());
     }
     logs.extend(extra);
-    logs.sort_by_key(|l| (l.block_number, l.log_index));
-    logs.dedup_by_key(|l| (l.block_number, l.log_index));
+    fetch::in_log_order(logs).map(drop)
 }
 
 impl Job {
@@ -368,7 +371,7 @@ impl Job {
             while let Some(log) = logs.next_if(|l| l.block_number <= f.range.end()) {
                 mine.push(log);
             }
-            merge(&mut f.logs, mine);
+            merge(&mut f.logs, mine).map_err(|conflict| node.error()(conflict.into()))?;
             // A child's block over the cap was read from its receipts: it counts as such a block too.
             f.receipt_blocks.extend(
                 filled

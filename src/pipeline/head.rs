@@ -66,8 +66,12 @@ pub(super) async fn read(
         Some(last) => {
             let range =
                 BlockRange::new(span.start(), last.number).expect("headers start at the span");
-            let fetched = fetch_logs(&node, planner(range), &selector, range).await?;
-            check_logs(&node, fetched, &selector(range), &interests, &headers).await?
+            match fetch_logs(&node, planner(range), &selector, range).await {
+                Ok(fetched) => {
+                    check_logs(&node, fetched, &selector(range), &interests, &headers).await?
+                }
+                Err(err) => Err(read_across_a_reorg(&err).ok_or(err)?),
+            }
         }
     };
     Ok(HeadRead {
@@ -76,6 +80,19 @@ pub(super) async fn read(
         headers,
         logs,
     })
+}
+
+/// Why `err` means reading again rather than stopping: two different logs at one position that carry two
+/// block hashes came from answers read on either side of a reorg (which headers then tell apart). Below
+/// finality the same is a finalized block that changed, and stops the job (exit 65).
+pub(super) fn read_across_a_reorg(err: &Error) -> Option<String> {
+    match err {
+        Error::Node {
+            source: fetch::Error::Conflict(conflict),
+            ..
+        } if conflict.of_two_blocks() => Some(conflict.to_string()),
+        _ => None,
+    }
 }
 
 /// The logs of `range`: one request, which near the head usually carries them all; when the node refuses it
@@ -198,4 +215,32 @@ async fn check_logs(
         }
     }
     Ok(Ok(read))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn conflict(hashes: [B256; 2]) -> Error {
+        Error::Node {
+            node: "sim://".into(),
+            source: fetch::Conflict {
+                block: 7,
+                log_index: 3,
+                hashes,
+            }
+            .into(),
+        }
+    }
+
+    /// Two versions of one block in the answers (a reorg between them) are read again above finality; two
+    /// logs of one block hash at one position are the node's error, and so is anything else.
+    #[test]
+    fn only_a_conflict_of_two_block_hashes_is_read_again() {
+        let (a, b) = (B256::repeat_byte(1), B256::repeat_byte(2));
+        let why = read_across_a_reorg(&conflict([a, b])).expect("read again");
+        assert!(why.contains("block 7 log index 3"), "{why}");
+        assert_eq!(read_across_a_reorg(&conflict([a, a])), None);
+        assert_eq!(read_across_a_reorg(&Error::NodeData("x".into())), None);
+    }
 }

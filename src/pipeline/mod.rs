@@ -145,6 +145,8 @@ pub struct SyncReport {
     pub topic_only: u64,
     /// Logs of other contracts those answers carried, dropped.
     pub foreign_logs: u64,
+    /// Logs an answer of the node delivered twice (or more), kept once.
+    pub repeated_logs: u64,
     /// Blocks read from their receipts (over the cap for one address and topic0).
     pub receipt_blocks: u64,
     /// Times the logs of factory children found after their range was asked for were fetched for it.

@@ -180,9 +180,15 @@ impl<'a> super::Ctx<'a> {
             logs: logs.kept,
             receipt_blocks: logs.receipt_blocks,
         }];
-        self.job
+        let discovered = self
+            .job
             .discover(&self.node, self.config, &mut read_logs)
-            .await?;
+            .await;
+        if let Err(err) = discovered {
+            let why = head::read_across_a_reorg(&err).ok_or(err)?;
+            self.job.reload(&self.sink).await.map_err(self.db_error())?;
+            return Ok(Step::Retry(why));
+        }
         let [Fetched {
             logs: mut kept,
             receipt_blocks,

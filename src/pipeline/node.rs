@@ -305,6 +305,7 @@ impl Node {
         report.splits = stats.splits.load(Relaxed);
         report.topic_only = stats.topic_only.load(Relaxed);
         report.foreign_logs = stats.foreign_logs.load(Relaxed);
+        report.repeated_logs = stats.repeated_logs.load(Relaxed);
         report.receipt_blocks = stats.receipt_blocks.load(Relaxed);
         report.children_filled = stats.children_filled.load(Relaxed);
     }

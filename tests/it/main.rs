@@ -21,6 +21,7 @@ mod planning;
 mod postgres_sink;
 mod rate;
 mod receipts;
+mod repeated;
 mod shutdown;
 mod sink_records;
 mod support;

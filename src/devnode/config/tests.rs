@@ -15,9 +15,12 @@ fn a_bare_sim_url_gives_the_defaults() {
 #[test]
 fn sim_url_options_map_to_fields() {
     let cfg = DevNodeConfig::from_sim_url(
-        "sim://?seed=9&blocks=5000&fault-429=0.5&latency=10ms&too_many_style=alchemy&max_rps=20&key=k",
+        "sim://?seed=9&blocks=5000&fault-429=0.5&latency=10ms&too_many_style=alchemy&max_rps=20&key=k\
+         &fault_repeated_logs=1&fault-conflicting-log=0.25",
     )
     .expect("valid options");
+    assert_eq!(cfg.faults.repeated_logs, 1.0);
+    assert_eq!(cfg.faults.conflicting_log, 0.25);
     assert_eq!(cfg.seed, 9);
     assert_eq!(cfg.chain.blocks, 5000);
     assert_eq!(cfg.faults.http_429, 0.5);
