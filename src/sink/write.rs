@@ -65,10 +65,6 @@ pub(super) fn int(
     }
 }
 
-/// `logs.transaction_index` and `log_index` are Postgres INTEGERs: the same limit holds on SQLite, so both
-/// backends take the same batches.
-const MAX_INDEX: i64 = i32::MAX as i64;
-
 /// Checks a batch before anything of it is written: every typed row fits the prepared tables (a bug in
 /// logslice otherwise) and every number fits its column (the node's data otherwise). [`super::to_i64`] is
 /// then safe on every number of the batch.
@@ -84,9 +80,9 @@ pub(super) fn check(tables: &[TableSpec], batch: &Batch) -> Result<(), Error> {
             row,
             "transaction_index",
             log.transaction_index,
-            MAX_INDEX,
+            i64::MAX,
         )?;
-        int("logs", row, "log_index", log.log_index, MAX_INDEX)?;
+        int("logs", row, "log_index", log.log_index, i64::MAX)?;
     }
     for typed in &batch.typed {
         let table = tables.get(typed.table).ok_or_else(|| {
@@ -162,7 +158,7 @@ pub(super) fn check(tables: &[TableSpec], batch: &Batch) -> Result<(), Error> {
             &row,
             "log_index",
             child.log_index,
-            MAX_INDEX,
+            i64::MAX,
         )?;
     }
     for &block in &batch.receipt_blocks {

@@ -260,13 +260,13 @@ async fn a_number_beyond_its_column_is_refused(backend: Backend) {
     let err = db.sink.commit(&too_far).await.unwrap_err();
     assert_invalid(err, "logs", &row, "block_number");
 
-    // Postgres stores log indexes as INTEGER; SQLite takes the same limit, so both take the same batches.
+    // Both backends store log indexes as 64-bit signed integers (SQLite INTEGER, Postgres BIGINT).
     let mut too_many = batch(100..=100);
-    too_many.logs[1].log_index = 1 << 31;
+    too_many.logs[1].log_index = 1 << 63;
     let row = format!(
         "block_hash = {}, log_index = {}",
         sink::hex::encode(too_many.logs[1].block_hash),
-        1u64 << 31
+        1u64 << 63
     );
     let err = db.sink.commit(&too_many).await.unwrap_err();
     assert_invalid(err, "logs", &row, "log_index");
