@@ -338,7 +338,6 @@ fn record_contract(contract: &ContractSpec, recorded: bool) -> Result<Statement,
         format_args!("name = {:?}", contract.name),
         "start_block",
         contract.start_block,
-        i64::MAX,
     )?;
     let name = Param::Text(contract.name.clone());
     Ok(if recorded {

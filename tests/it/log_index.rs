@@ -1,6 +1,7 @@
 //! Log indexes past 2^31 (`interface.md`: some chains number logs past 2^31, 0xffffffe2 is seen; issue 57,
 //! item 4): stored exactly on both backends, raw and typed; a database of the versions whose Postgres
-//! indexes were INTEGER is migrated in place and then takes them.
+//! indexes were INTEGER is migrated in place and then takes them; an index no column holds (above
+//! `i64::MAX`) fails its batch with exit 65 naming the log, and nothing of that batch is written.
 //!
 //! Method: the devnode's `high_log_indexes` numbers the logs of one block from a base (0xffffffe2 unless
 //! said otherwise), in `eth_getLogs`, receipts and its ground truth alike; the block is one where the
@@ -197,6 +198,44 @@ async fn migrates_integer_indexes_then_takes_a_high_log_index(backend: Backend) 
     assert_eq!(raw[0], DEFAULT_LOG_INDEX_BASE.to_string());
 }
 both_backends!(migrates_integer_indexes_then_takes_a_high_log_index);
+
+/// Goal: a log index above `i64::MAX`, which no column of either database holds, fails `sync` with exit 65
+/// (the node's data cannot be right, not a database failure) and a message naming the log (block number and
+/// log index) and the column; nothing of its batch is written. Method: the node numbers one block's logs
+/// from 2^63; run the binary over the chain.
+async fn a_log_index_above_i64_max_fails_its_batch_with_exit_65(backend: Backend) {
+    let block = busy_block(1_000).await;
+    let base = 1u64 << 63;
+    let node = support::start(high_node_config(block, base)).await;
+    let work = Workdir::with(backend).await;
+    let config = work.write_config(&node.http_url(), &all_contracts(), "", "");
+    let support::Run { code, stderr } =
+        support::run(&["sync", "--to", &BLOCKS.to_string()], &config).await;
+    assert_eq!(code, Some(logslice::exit::DATA.into()), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "logs row block_number = {block}, log_index = {base} (block_hash = 0x"
+        )) && stderr.contains(&format!(
+            "log_index {base} does not fit the database's column"
+        )),
+        "{stderr}"
+    );
+    let written = query_texts(
+        &work,
+        &format!("SELECT CAST(count(*) AS TEXT) FROM logs WHERE block_number >= {block}"),
+    )
+    .await;
+    assert_eq!(written, [["0"]], "nothing of the refused batch is written");
+    for contract in all_contracts() {
+        let checkpoint = support::checkpoint(&work, contract.name).await;
+        assert!(
+            checkpoint.is_none_or(|at| at < block as i64),
+            "{} checkpoint {checkpoint:?}",
+            contract.name
+        );
+    }
+}
+both_backends!(a_log_index_above_i64_max_fails_its_batch_with_exit_65);
 
 /// Goal: indexes past 2^32, up to `i64::MAX`, round-trip exactly through every insert path: on Postgres
 /// binary COPY (a batch whose blocks hold no rows) and the UNNEST insert (one beside rows already there),
