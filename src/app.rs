@@ -282,7 +282,8 @@ fn fix(config: &Config, err: &pipeline::Error, code: u8) -> Option<String> {
     let file = config.source.display();
     match err {
         pipeline::Error::Database {
-            source: sink::Error::Mismatch(_) | sink::Error::Invalid { .. },
+            source:
+                sink::Error::Mismatch(_) | sink::Error::Invalid { .. } | sink::Error::Unstorable { .. },
             ..
         } => None,
         pipeline::Error::Database { .. } => Some(format!(

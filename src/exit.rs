@@ -37,6 +37,10 @@ pub fn code(err: &Error) -> u8 {
             source: sink::Error::Mismatch(_),
             ..
         } => CONFIG,
+        Error::Database {
+            source: sink::Error::Unstorable { .. },
+            ..
+        } => DATA,
         Error::Database { .. } => IO,
         Error::Node { source, .. } => match source {
             fetch::Error::Rejected { .. } => UNAVAILABLE,

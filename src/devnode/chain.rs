@@ -56,6 +56,8 @@ pub(crate) struct ChainParams {
     pub(crate) overcap: OvercapConfig,
     /// The opt-in shapes of real chains (bursts, growth, a hot contract, runs over the cap, empty runs).
     pub(crate) shapes: ShapeConfig,
+    /// The opt-in block whose logs are numbered from a high base: `(block, base)` (`log_indexes`).
+    pub(crate) high_log_indexes: Option<(u64, u64)>,
 }
 
 /// What changes as the chain moves.
@@ -124,7 +126,7 @@ pub(crate) struct Log {
     pub(crate) block_hash: B256,
     pub(crate) tx_hash: B256,
     pub(crate) tx_index: u32,
-    pub(crate) log_index: u32,
+    pub(crate) log_index: u64,
     pub(crate) address: Address,
     pub(crate) topics: Vec<B256>,
     pub(crate) data: Vec<u8>,
@@ -474,8 +476,14 @@ impl Chain {
         (tx_index < plan.n_txs).then_some((header, plan, tx_index))
     }
 
-    /// Draws the values of planned log `log_index` and encodes it.
-    pub(crate) fn materialize(&self, header: &Header, planned: &PlannedLog, log_index: u32) -> Log {
+    /// Draws the values of the block's `position`th planned log and encodes it (its log index is
+    /// [`Chain::log_index`] of that position).
+    pub(crate) fn materialize(
+        &self,
+        header: &Header,
+        planned: &PlannedLog,
+        position: usize,
+    ) -> Log {
         let emitter_idx = usize::from(planned.emitter);
         let emitter = &EMITTERS[emitter_idx];
         let mut rng = Rng::new(planned.seed);
@@ -491,7 +499,7 @@ impl Chain {
             block_hash: header.hash,
             tx_hash: self.tx_hash(header.number, &header.hash, planned.tx_index),
             tx_index: planned.tx_index,
-            log_index,
+            log_index: self.log_index(header.number, position),
             address: planned.address,
             topics,
             data,
@@ -512,12 +520,12 @@ impl Chain {
         mut on_log: impl FnMut(Log),
     ) -> usize {
         let mut n_matched = 0;
-        for (log_index, planned) in plan.logs.iter().enumerate() {
+        for (position, planned) in plan.logs.iter().enumerate() {
             let emitter_idx = usize::from(planned.emitter);
             if !filter.may_match(planned.address, parsed(emitter_idx).topic0) {
                 continue;
             }
-            let log = self.materialize(header, planned, log_index as u32);
+            let log = self.materialize(header, planned, position);
             if filter.matches(log.address, &log.topics) {
                 n_matched += 1;
                 on_log(log);
@@ -549,8 +557,8 @@ impl Chain {
         let header = self.header_of(number, gen, state);
         let plan = self.plan(number, gen, state);
         let mut bloom = Bloom::ZERO;
-        for (log_index, planned) in plan.logs.iter().enumerate() {
-            let log = self.materialize(&header, planned, log_index as u32);
+        for (position, planned) in plan.logs.iter().enumerate() {
+            let log = self.materialize(&header, planned, position);
             bloom.accrue(BloomInput::Raw(log.address.as_slice()));
             for topic in &log.topics {
                 bloom.accrue(BloomInput::Raw(topic.as_slice()));

@@ -97,6 +97,13 @@ pub struct DevnodeArgs {
     /// Put `blockTimestamp` in log objects, as geth and most providers do (the spec's log object lacks it).
     #[arg(long)]
     pub log_timestamps: bool,
+    /// A block whose logs are numbered from --log-index-base instead of 0, in eth_getLogs and receipts
+    /// alike (some chains number logs past 2^31).
+    #[arg(long, value_name = "N")]
+    pub high_log_indexes: Option<u64>,
+    /// The first log index of that block: decimal, or 0x and hex digits.
+    #[arg(long, value_name = "N", default_value = "0xffffffe2", value_parser = super::log_indexes::parse_base)]
+    pub log_index_base: u64,
     /// Serve `eth_getBlockReceipts` (without it the node answers -32601, as one that lacks it).
     #[arg(long)]
     pub block_receipts: bool,
@@ -209,6 +216,8 @@ impl DevnodeArgs {
                 });
         cfg.chain.log_timestamps = self.log_timestamps;
         cfg.chain.block_receipts = self.block_receipts;
+        cfg.chain.high_log_indexes = self.high_log_indexes;
+        cfg.chain.log_index_base = self.log_index_base;
         let overcap = [
             ("overcap_blocks", Some(self.overcap_blocks.clone())),
             ("overcap_run", self.overcap_run.clone()),
@@ -325,6 +334,8 @@ mod tests {
             "30",
             "--factory-bursts",
             "1",
+            "--high-log-indexes",
+            "40",
         ])
         .expect("valid flags");
         let cfg = parsed.args.to_config().expect("valid config");
@@ -343,6 +354,8 @@ mod tests {
             })
         );
         assert!(cfg.chain.log_timestamps);
+        assert_eq!(cfg.chain.high_log_indexes, Some(40));
+        assert_eq!(cfg.chain.log_index_base, 0xffff_ffe2);
         assert_eq!(cfg.chain.finality, super::super::Finality::Error);
         assert_eq!(
             cfg.limits.too_many_style,

@@ -6,6 +6,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use super::log_indexes::{parse_base, DEFAULT_LOG_INDEX_BASE};
 use super::overcap::{OvercapConfig, OVERCAP_OPTION_NAMES};
 use super::shapes::{ShapeConfig, SHAPE_OPTION_NAMES};
 
@@ -106,6 +107,12 @@ pub struct ChainConfig {
     pub overcap: OvercapConfig,
     /// Shapes of real chains the default chain lacks (none by default).
     pub shapes: ShapeConfig,
+    /// A block whose logs are numbered from [`ChainConfig::log_index_base`] instead of 0
+    /// (`high_log_indexes=N`; none by default).
+    pub high_log_indexes: Option<u64>,
+    /// The first log index of that block (`log_index_base=N`, decimal or `0x` hex; default
+    /// [`DEFAULT_LOG_INDEX_BASE`], 0xffffffe2); its other logs follow one by one.
+    pub log_index_base: u64,
 }
 
 impl Default for ChainConfig {
@@ -128,6 +135,8 @@ impl Default for ChainConfig {
             no_tx_receipts: false,
             overcap: OvercapConfig::default(),
             shapes: ShapeConfig::default(),
+            high_log_indexes: None,
+            log_index_base: DEFAULT_LOG_INDEX_BASE,
         }
     }
 }
@@ -351,6 +360,8 @@ pub const OPTION_NAMES: &[&str] = &[
     "factory_bursts",
     "finality",
     "log_timestamps",
+    "high_log_indexes",
+    "log_index_base",
     "max_results",
     "max_params",
     "query_budget",
@@ -504,6 +515,8 @@ impl DevNodeConfig {
             "log_timestamps" => parse_switch(value).map(|v| self.chain.log_timestamps = v),
             "block_receipts" => parse_switch(value).map(|v| self.chain.block_receipts = v),
             "tx_receipts" => parse_switch(value).map(|v| self.chain.no_tx_receipts = !v),
+            "high_log_indexes" => parse_optional(value).map(|v| self.chain.high_log_indexes = v),
+            "log_index_base" => parse_base(value).map(|v| self.chain.log_index_base = v),
             name if OVERCAP_OPTION_NAMES.contains(&name) => {
                 self.chain.overcap.set_option(name, value)
             }

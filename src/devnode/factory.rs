@@ -414,7 +414,7 @@ mod tests {
     }
 
     /// Where each child was created: its ordinal's `(block, tx_index, log_index)`.
-    fn creations(logs: &[Log]) -> HashMap<Address, (u64, u32, u32)> {
+    fn creations(logs: &[Log]) -> HashMap<Address, (u64, u32, u64)> {
         logs.iter()
             .filter(|log| log.emitter == PAIR_CREATED)
             .map(|log| {

@@ -75,7 +75,7 @@ pub(crate) fn log(out: &mut Vec<u8>, log: &Log, removed: bool, block_timestamp: 
         quantity(out, timestamp);
     }
     out.extend_from_slice(b",\"logIndex\":");
-    quantity(out, u64::from(log.log_index));
+    quantity(out, log.log_index);
     out.extend_from_slice(if removed {
         b",\"removed\":true}"
     } else {

@@ -10,8 +10,8 @@
 //! pairs and their logs; `filter` matches logs; `rpc` dispatches JSON-RPC and applies the limits; `faults`
 //! decides injected faults; `server` is the axum front; `stats` counts; `cli` is `logslice devnode`; `bench`
 //! measures the serve rate. `txs` draws the transactions and receipts of a block, `rpc_tx` serves them,
-//! `truth_tx` exposes them to tests, and `overcap` plans the opt-in blocks where one contract alone is over
-//! the result cap.
+//! `truth_tx` exposes them to tests, `overcap` plans the opt-in blocks where one contract alone is over
+//! the result cap, and `log_indexes` numbers the opt-in block whose log indexes start near 2^32.
 
 pub mod bench;
 mod chain;
@@ -23,6 +23,7 @@ mod faults;
 mod filter;
 mod gen;
 mod json;
+mod log_indexes;
 mod overcap;
 mod params;
 mod presets;
@@ -51,6 +52,7 @@ pub use config::{
     DEFAULT_MAX_PARAMS, DEFAULT_MAX_RESULTS, OPTION_NAMES,
 };
 pub use gen::NOTE_TOPICS;
+pub use log_indexes::DEFAULT_LOG_INDEX_BASE;
 pub use overcap::{OvercapConfig, DEFAULT_OVERCAP_LOGS, OVERCAP_OPTION_NAMES};
 pub use presets::PRESET_NAMES;
 pub use server::Down;
@@ -80,6 +82,10 @@ fn chain_params(cfg: &DevNodeConfig) -> ChainParams {
         factory: cfg.chain.factory,
         overcap: cfg.chain.overcap.clone(),
         shapes: cfg.chain.shapes.clone(),
+        high_log_indexes: cfg
+            .chain
+            .high_log_indexes
+            .map(|block| (block, cfg.chain.log_index_base)),
     }
 }
 
@@ -374,7 +380,7 @@ impl GroundTruth {
         for number in heights {
             let header = self.chain.header(&state, number);
             let plan = self.chain.plan(number, header.gen, &state);
-            for (log_index, planned) in plan.logs.iter().enumerate() {
+            for (position, planned) in plan.logs.iter().enumerate() {
                 if planned.emitter == contracts::PAIR_CREATED {
                     children.push(TruthChild {
                         address: factory.address(planned.child),
@@ -386,7 +392,7 @@ impl GroundTruth {
                             &header.hash,
                             planned.tx_index,
                         ),
-                        log_index: log_index as u64,
+                        log_index: self.chain.log_index(number, position),
                     });
                 }
             }
@@ -412,7 +418,7 @@ impl TruthLog {
             block_hash: log.block_hash,
             transaction_hash: log.tx_hash,
             transaction_index: u64::from(log.tx_index),
-            log_index: u64::from(log.log_index),
+            log_index: log.log_index,
             address: log.address,
             topics: log.topics,
             data: Bytes::from(log.data),

@@ -72,7 +72,8 @@ pub(crate) struct Tx {
     pub(crate) cumulative_gas_used: u64,
     /// The created contract, for a creation.
     pub(crate) contract_address: Option<Address>,
-    /// Its logs: indexes into the block plan's logs, which are its log indexes in the block.
+    /// Its logs: positions in the block plan's logs, which are its log indexes in the block (offset in the
+    /// opt-in block of `log_indexes`).
     pub(crate) logs: Range<usize>,
 }
 
@@ -231,7 +232,7 @@ impl Chain {
     pub(crate) fn tx_logs(&self, header: &Header, plan: &BlockPlan, tx: &Tx) -> Vec<Log> {
         tx.logs
             .clone()
-            .map(|log_idx| self.materialize(header, &plan.logs[log_idx], log_idx as u32))
+            .map(|position| self.materialize(header, &plan.logs[position], position))
             .collect()
     }
 

@@ -50,8 +50,10 @@ pub(super) const SQLITE: &[(i64, &str, &str)] = &[
     ),
 ];
 
-/// `(version, description, sql)` of every Postgres migration, in order; numbered like [`SQLITE`] up to 6
-/// (7, the raw table as BYTEA, is Postgres's alone: SQLite keeps the hex TEXT `interface.md` fixes for it).
+/// `(version, description, sql)` of every Postgres migration, in order; numbered like [`SQLITE`] up to 6.
+/// 7 and 8 are Postgres's alone: 7, the raw table as BYTEA (SQLite keeps the hex TEXT `interface.md` fixes
+/// for it); 8, the log and transaction indexes as BIGINT (SQLite's INTEGER has always held 64 bits). A
+/// migration both backends need takes the next number on both, leaving SQLite's gap.
 pub(super) const POSTGRES: &[(i64, &str, &str)] = &[
     (
         1,
@@ -88,6 +90,11 @@ pub(super) const POSTGRES: &[(i64, &str, &str)] = &[
         "logs bytea",
         include_str!("../../migrations/postgres/0007_logs_bytea.sql"),
     ),
+    (
+        8,
+        "bigint indexes",
+        include_str!("../../migrations/postgres/0008_bigint_indexes.sql"),
+    ),
 ];
 
 /// The migration that rewrites `logs` keyed by `(block_number, log_index)`.
@@ -95,6 +102,9 @@ const LOGS_BY_BLOCK: i64 = 4;
 
 /// The Postgres migration that rewrites `logs` with BYTEA columns.
 const LOGS_BYTEA: i64 = 7;
+
+/// The Postgres migration that rewrites `logs` with BIGINT log and transaction indexes.
+const BIGINT_INDEXES: i64 = 8;
 
 /// SQLite's table holding the rows of `logs` until [`finish_logs_rebuild`] has copied them.
 const LOGS_BEFORE_0004: &str = "logs_before_0004";
@@ -178,7 +188,7 @@ pub(super) async fn run_postgres(pool: &PgPool) -> Result<(), Error> {
         let applied: Vec<i64> = sqlx::query_scalar(
             "SELECT version FROM _sqlx_migrations WHERE version = ANY($1) AND success",
         )
-        .bind([LOGS_BY_BLOCK, LOGS_BYTEA].as_slice())
+        .bind([LOGS_BY_BLOCK, LOGS_BYTEA, BIGINT_INDEXES].as_slice())
         .fetch_all(pool)
         .await
         .map_err(query_error("reading the applied migrations"))?;
@@ -190,6 +200,10 @@ pub(super) async fn run_postgres(pool: &PgPool) -> Result<(), Error> {
             (
                 LOGS_BYTEA,
                 "storing the raw logs' hashes, addresses, topics and data as BYTEA",
+            ),
+            (
+                BIGINT_INDEXES,
+                "storing the raw logs' log_index and transaction_index as BIGINT",
             ),
         ]
         .into_iter()

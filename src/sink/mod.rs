@@ -60,7 +60,7 @@ pub use transactions::{TransactionRow, Transactions, META_TRANSACTIONS};
 const TYPED_KEY: &str = "block_number, log_index";
 
 /// Why storage failed. Every variant maps to exit code 74, except [`Error::Mismatch`] (78: the config does not
-/// fit the database).
+/// fit the database) and [`Error::Unstorable`] (65: the node's data cannot be right).
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The database cannot be opened or created.
@@ -106,9 +106,27 @@ pub enum Error {
     /// batch's error is the one to report.
     #[error("a batch was not committed because the batch before it failed")]
     Abandoned,
+    /// A number of a batch (the node's: a block number, a log or transaction index, a timestamp) above
+    /// `i64::MAX`, which no column of either database holds (SQLite INTEGER and Postgres BIGINT are 64-bit
+    /// signed). No chain numbers that high, so the node's data cannot be right; the batch is refused whole,
+    /// before anything of it is written.
+    #[error(
+        "{table} row {row}: {column} {value} does not fit the database's column (at most {max}): no chain \
+         numbers that high, so the node's data cannot be right",
+        max = i64::MAX
+    )]
+    Unstorable {
+        /// The table the row was going to.
+        table: &'static str,
+        /// Which row, by its key (`block_number = 5, log_index = 3 (block_hash = 0x...)`).
+        row: String,
+        /// The column.
+        column: &'static str,
+        /// The number.
+        value: u64,
+    },
     /// A value that cannot be right, never replaced by a default: a record the database holds that does not
-    /// parse, a negative block number or count, a number that does not fit; or a number in a batch that the
-    /// database cannot store.
+    /// parse, a negative block number or count, a number that does not fit.
     #[error("{table} row {row}: {problem}")]
     Invalid {
         /// The table.

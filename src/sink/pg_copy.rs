@@ -84,8 +84,8 @@ pub(super) fn encode(
             out.int8(to_i64(log.block_number));
             out.bytes(log.block_hash.as_slice());
             out.bytes(log.transaction_hash.as_slice());
-            out.int4(log.transaction_index);
-            out.int4(log.log_index);
+            out.int8(to_i64(log.transaction_index));
+            out.int8(to_i64(log.log_index));
             out.bytes(log.address.as_slice());
             for topic_idx in 0..4 {
                 match log.topics.get(topic_idx) {
@@ -129,7 +129,7 @@ pub(super) fn encode(
             out.int8(to_i64(log.block_number));
             out.hex(log.block_hash.as_slice());
             out.hex(log.transaction_hash.as_slice());
-            out.int4(log.log_index);
+            out.int8(to_i64(log.log_index));
             out.hex(log.address.as_slice());
             if stored {
                 out.int8(to_i64(log.block_timestamp.unwrap_or_default()));
@@ -203,15 +203,9 @@ impl Buffer {
         self.0.extend_from_slice(&(-1i32).to_be_bytes());
     }
 
+    /// A `bigint` column: block numbers, log and transaction indexes (migration 0008), timestamps.
     fn int8(&mut self, n: i64) {
         self.len(8);
-        self.0.extend_from_slice(&n.to_be_bytes());
-    }
-
-    /// An `integer` column: the batch check keeps every index within `i32`.
-    fn int4(&mut self, n: u64) {
-        let n = i32::try_from(n).expect("indexes of a batch fit in i32 (checked by write::check)");
-        self.len(4);
         self.0.extend_from_slice(&n.to_be_bytes());
     }
 

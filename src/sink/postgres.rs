@@ -86,7 +86,7 @@ pub(super) const DIALECT: Dialect = Dialect {
         ("block_number", "bigint"),
         ("block_hash", "text"),
         ("transaction_hash", "text"),
-        ("log_index", "integer"),
+        ("log_index", "bigint"),
         ("address", "text"),
     ],
     timestamp_type: "bigint",
@@ -111,6 +111,9 @@ pub(super) const DIALECT: Dialect = Dialect {
     typed_table_options: "",
     max_table_name: Some(("Postgres", MAX_IDENTIFIER_BYTES)),
     raw_hex: |param| format!("decode(substr({param}, 3), 'hex')"),
+    // Earlier versions made typed tables' `log_index` an `integer`, too narrow for the indexes some chains
+    // give (interface.md: 0xffffffe2 is seen).
+    widened: &[("log_index", "integer")],
 };
 
 /// A Postgres database (or one schema of it). A clone shares the pool ([`super::InTurn`] commits batches on

@@ -38,6 +38,9 @@ pub(super) struct Dialect {
     /// A `0x` + hex text parameter (`$n`) as compared with the raw table's hashes and addresses: itself
     /// where they are TEXT, their bytes where they are BYTEA (Postgres, migration 0007).
     pub raw_hex: fn(&str) -> String,
+    /// `(column, type)` of a fixed column of typed tables as earlier versions created it, narrower than
+    /// `typed_fixed` has it now: [`prepare`] widens such a column in place (see [`widen`]).
+    pub widened: &'static [(&'static str, &'static str)],
 }
 
 /// Creates the typed tables that do not exist yet and records the contracts, after every check.
@@ -47,14 +50,12 @@ pub(super) async fn prepare(
     contracts: &[ContractSpec],
 ) -> Result<(), Error> {
     let (dialect, timestamps) = (sink.dialect(), sink.timestamps());
+    let mut widenings = Vec::new();
     for table in tables {
-        check_table(
-            dialect,
-            timestamps,
-            table,
-            &read::columns(sink, &table.name).await?,
-            contracts,
-        )?;
+        let mut existing = read::columns(sink, &table.name).await?;
+        let widening = widen(dialect, &table.name, &mut existing);
+        check_table(dialect, timestamps, table, &existing, contracts)?;
+        widenings.extend(widening);
     }
     let configured = |name: &str| contracts.iter().any(|c| c.name == name);
     let recorded = read::contract_records(sink, configured).await?;
@@ -68,10 +69,19 @@ pub(super) async fn prepare(
             }
         }
     }
-    let mut statements: Vec<Statement> = tables
-        .iter()
-        .map(|table| create_table(dialect, timestamps, table))
-        .collect();
+    for widening in &widenings {
+        tracing::info!(
+            statement = %widening.sql,
+            "widening a typed table's column an earlier version made narrower; this rewrites the table once \
+             (interrupted, it is rolled back and done again at the next run)"
+        );
+    }
+    let mut statements = widenings;
+    statements.extend(
+        tables
+            .iter()
+            .map(|table| create_table(dialect, timestamps, table)),
+    );
     for contract in contracts {
         let recorded = recorded.iter().any(|r| r.name == contract.name);
         statements.push(record_contract(contract, recorded)?);
@@ -128,6 +138,38 @@ fn wanted_columns(
         .iter()
         .map(|c| (c.name.clone(), (dialect.sql_type)(c.kind).to_owned()));
     fixed.chain(params).collect()
+}
+
+/// The statements widening `table`'s columns of a type [`Dialect::widened`] names to the type
+/// [`Dialect::typed_fixed`] gives them (Postgres: `log_index` from `integer` to `bigint`), with `existing`
+/// (its columns as the catalog reports them) changed to what they will be. Run in `prepare`'s transaction,
+/// after every check: a table refused for another reason is not altered, and an interrupted alteration
+/// is rolled back whole and found again at the next run. Pure.
+fn widen(dialect: &Dialect, table: &str, existing: &mut [(String, String)]) -> Vec<Statement> {
+    let mut statements = Vec::new();
+    for (name, ty) in existing.iter_mut() {
+        let narrow = dialect
+            .widened
+            .iter()
+            .any(|(column, earlier)| column == name && earlier.eq_ignore_ascii_case(ty));
+        let wide = dialect
+            .typed_fixed
+            .iter()
+            .find(|(column, _)| column == name);
+        if let (true, Some(&(_, wide))) = (narrow, wide) {
+            statements.push(Statement::new(
+                "widening a typed table's column",
+                format!(
+                    "ALTER TABLE {} ALTER COLUMN {} TYPE {wide}",
+                    quote_ident(table),
+                    quote_ident(name)
+                ),
+                Vec::new(),
+            ));
+            wide.clone_into(ty);
+        }
+    }
+    statements
 }
 
 /// Refuses a table name the database would cut, and a table that exists with other columns: other names,
@@ -296,7 +338,6 @@ fn record_contract(contract: &ContractSpec, recorded: bool) -> Result<Statement,
         format_args!("name = {:?}", contract.name),
         "start_block",
         contract.start_block,
-        i64::MAX,
     )?;
     let name = Param::Text(contract.name.clone());
     Ok(if recorded {
@@ -317,4 +358,59 @@ fn record_contract(contract: &ContractSpec, recorded: bool) -> Result<Statement,
             ],
         )
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `(name, type)` pairs as the catalog reports them.
+    fn columns(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|&(name, ty)| (name.to_owned(), ty.to_owned()))
+            .collect()
+    }
+
+    fn check(dialect: &Dialect, existing: &[(&str, &str)], sql: &[&str], after: &[(&str, &str)]) {
+        let mut existing = columns(existing);
+        let statements = widen(dialect, "t", &mut existing);
+        let got: Vec<&str> = statements.iter().map(|s| s.sql.as_str()).collect();
+        assert_eq!(got, sql);
+        assert_eq!(existing, columns(after));
+    }
+
+    #[test]
+    fn an_integer_log_index_of_postgres_is_widened_and_nothing_else() {
+        let pg = &crate::sink::postgres::DIALECT;
+        check(
+            pg,
+            &[
+                ("block_number", "bigint"),
+                ("log_index", "integer"),
+                ("n", "integer"),
+            ],
+            &[r#"ALTER TABLE "t" ALTER COLUMN "log_index" TYPE bigint"#],
+            &[
+                ("block_number", "bigint"),
+                ("log_index", "bigint"),
+                ("n", "integer"),
+            ],
+        );
+        check(
+            pg,
+            &[("log_index", "bigint")],
+            &[],
+            &[("log_index", "bigint")],
+        );
+        check(pg, &[("log_index", "text")], &[], &[("log_index", "text")]);
+        check(pg, &[], &[], &[]);
+        let sqlite = &crate::sink::sqlite::DIALECT;
+        check(
+            sqlite,
+            &[("log_index", "INTEGER")],
+            &[],
+            &[("log_index", "INTEGER")],
+        );
+    }
 }

@@ -50,6 +50,8 @@ pub(super) const DIALECT: Dialect = Dialect {
     typed_table_options: " WITHOUT ROWID",
     max_table_name: None,
     raw_hex: str::to_owned,
+    // INTEGER has always held 64 bits.
+    widened: &[],
 };
 
 /// The page size of a database this version creates (SQLite's default is 4 KiB). A log's raw row is

@@ -46,6 +46,9 @@ impl Transactions {
     }
 }
 
+/// Migration 0008's statement for this table (Postgres), for a table created from 0005 after 0008 ran.
+const WIDEN_POSTGRES: &str = "ALTER TABLE transactions ALTER COLUMN transaction_index TYPE BIGINT";
+
 /// Rows per insert statement: 17 parameters each, far under both backends' bind limits.
 const ROWS_PER_STATEMENT: usize = 500;
 
@@ -246,11 +249,22 @@ pub(super) async fn settle(sink: &mut Sink, wanted: Transactions) -> Result<(), 
         )])
         .await?;
     } else if ever_on && !exists {
-        let ddl = match sink {
-            Sink::Sqlite(_) => include_str!("../../migrations/sqlite/0005_transactions.sql"),
-            Sink::Postgres(_) => include_str!("../../migrations/postgres/0005_transactions.sql"),
+        // Migration 0008 widened a table that existed then (Postgres); one created after it gets the same.
+        let (ddl, widen) = match sink {
+            Sink::Sqlite(_) => (
+                include_str!("../../migrations/sqlite/0005_transactions.sql"),
+                None,
+            ),
+            Sink::Postgres(_) => (
+                include_str!("../../migrations/postgres/0005_transactions.sql"),
+                Some(WIDEN_POSTGRES),
+            ),
         };
-        sink.transaction(&create_statements(ddl)).await?;
+        let mut statements = create_statements(ddl);
+        statements.extend(
+            widen.map(|sql| Statement::new("creating the transactions table", sql, Vec::new())),
+        );
+        sink.transaction(&statements).await?;
     }
     sink.set_transactions_table(ever_on);
     Ok(())
@@ -315,6 +329,13 @@ mod tests {
                 .sql
                 .starts_with("CREATE INDEX IF NOT EXISTS transactions_hash"));
         }
+    }
+
+    #[test]
+    fn a_table_created_after_migration_0008_gets_its_bigint_index() {
+        let migration = include_str!("../../migrations/postgres/0008_bigint_indexes.sql");
+        let widened = WIDEN_POSTGRES.replacen("ALTER TABLE ", "ALTER TABLE IF EXISTS ", 1);
+        assert!(migration.contains(&format!("{widened};")), "{migration}");
     }
 
     #[test]

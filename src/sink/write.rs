@@ -46,48 +46,96 @@ impl Statement {
     }
 }
 
-/// `n` as the `i64` both databases store, when it is at most `max`; otherwise [`Error::Invalid`] naming the
-/// table, row and column it was going to.
-pub(super) fn int(
-    table: &str,
-    row: impl Display,
-    column: &str,
-    n: u64,
-    max: i64,
-) -> Result<i64, Error> {
-    match i64::try_from(n) {
-        Ok(value) if value <= max => Ok(value),
-        _ => Err(invalid(
+/// `n` as the `i64` both databases store (SQLite INTEGER, Postgres BIGINT); otherwise [`Error::Invalid`]
+/// naming the table, row and column it was going to.
+pub(super) fn int(table: &str, row: impl Display, column: &str, n: u64) -> Result<i64, Error> {
+    i64::try_from(n).map_err(|_| {
+        invalid(
             table,
             row,
-            format_args!("{column} {n} does not fit the database's column (at most {max})"),
-        )),
-    }
+            format_args!(
+                "{column} {n} does not fit the database's column (at most {})",
+                i64::MAX
+            ),
+        )
+    })
 }
 
-/// `logs.transaction_index` and `log_index` are Postgres INTEGERs: the same limit holds on SQLite, so both
-/// backends take the same batches.
-const MAX_INDEX: i64 = i32::MAX as i64;
+/// [`int`] of a number the node sent (a batch's): one above `i64::MAX` is [`Error::Unstorable`], the
+/// node's data, not the database's failure.
+fn node_int(
+    table: &'static str,
+    row: impl Display,
+    column: &'static str,
+    n: u64,
+) -> Result<i64, Error> {
+    i64::try_from(n).map_err(|_| Error::Unstorable {
+        table,
+        row: row.to_string(),
+        column,
+        value: n,
+    })
+}
 
 /// Checks a batch before anything of it is written: every typed row fits the prepared tables (a bug in
-/// logslice otherwise) and every number fits its column (the node's data otherwise). [`super::to_i64`] is
-/// then safe on every number of the batch.
+/// logslice otherwise) and every number fits its column (the node's data otherwise: every number of a batch
+/// comes from the node). [`super::to_i64`] is then safe on every number of the batch.
 ///
 /// # Errors
-/// [`Error::Malformed`]; [`Error::Invalid`] naming the table, the row and the column.
+/// [`Error::Malformed`]; [`Error::Unstorable`] naming the table, the row and the column.
 pub(super) fn check(tables: &[TableSpec], batch: &Batch) -> Result<(), Error> {
     for log in &batch.logs {
         let row = LogRow(log.key());
-        int("logs", row, "block_number", log.block_number, i64::MAX)?;
-        int(
-            "logs",
+        node_int("logs", row, "block_number", log.block_number)?;
+        node_int("logs", row, "transaction_index", log.transaction_index)?;
+        node_int("logs", row, "log_index", log.log_index)?;
+    }
+    check_typed(tables, batch)?;
+    for key in &batch.removed {
+        node_int("logs", LogRow(*key), "block_number", key.block_number)?;
+        node_int("logs", LogRow(*key), "log_index", key.log_index)?;
+    }
+    for block in &batch.blocks {
+        let row = format!("block_hash = {}", hex::encode(block.hash));
+        node_int("block_hashes", row, "block_number", block.number)?;
+    }
+    if let Some(below) = batch.forget_blocks_below {
+        node_int("block_hashes", "(all below)", "block_number", below)?;
+    }
+    for child in &batch.children {
+        let row = format!(
+            "contract = {:?}, address = {}",
+            child.contract,
+            hex::encode(child.address)
+        );
+        node_int("factory_children", &row, "block_number", child.block_number)?;
+        node_int("factory_children", &row, "log_index", child.log_index)?;
+    }
+    for tx in &batch.transactions {
+        let row = TxRow(tx.block_number, tx.transaction_index);
+        node_int("transactions", row, "block_number", tx.block_number)?;
+        node_int(
+            "transactions",
             row,
             "transaction_index",
-            log.transaction_index,
-            MAX_INDEX,
+            tx.transaction_index,
         )?;
-        int("logs", row, "log_index", log.log_index, MAX_INDEX)?;
+        node_int("transactions", row, "block_timestamp", tx.block_timestamp)?;
+        node_int("transactions", row, "type", tx.tx_type)?;
     }
+    for &block in &batch.receipt_blocks {
+        node_int("receipt_blocks", block, "block_number", block)?;
+    }
+    for checkpoint in &batch.checkpoints {
+        let row = format!("contract = {:?}", checkpoint.contract);
+        node_int("checkpoints", row, "block_number", checkpoint.block)?;
+    }
+    Ok(())
+}
+
+/// The typed rows of [`check`]: each names a prepared table and a log of the batch, and has a value of its
+/// column's kind per column.
+fn check_typed(tables: &[TableSpec], batch: &Batch) -> Result<(), Error> {
     for typed in &batch.typed {
         let table = tables.get(typed.table).ok_or_else(|| {
             Error::Malformed(format!(
@@ -121,63 +169,6 @@ pub(super) fn check(tables: &[TableSpec], batch: &Batch) -> Result<(), Error> {
             }
         }
     }
-    for key in &batch.removed {
-        int(
-            "logs",
-            LogRow(*key),
-            "block_number",
-            key.block_number,
-            i64::MAX,
-        )?;
-        int("logs", LogRow(*key), "log_index", key.log_index, i64::MAX)?;
-    }
-    for block in &batch.blocks {
-        let row = format!("block_hash = {}", hex::encode(block.hash));
-        int("block_hashes", row, "block_number", block.number, i64::MAX)?;
-    }
-    if let Some(below) = batch.forget_blocks_below {
-        int(
-            "block_hashes",
-            "(all below)",
-            "block_number",
-            below,
-            i64::MAX,
-        )?;
-    }
-    for child in &batch.children {
-        let row = format!(
-            "contract = {:?}, address = {}",
-            child.contract,
-            hex::encode(child.address)
-        );
-        int(
-            "factory_children",
-            &row,
-            "block_number",
-            child.block_number,
-            i64::MAX,
-        )?;
-        int(
-            "factory_children",
-            &row,
-            "log_index",
-            child.log_index,
-            MAX_INDEX,
-        )?;
-    }
-    for &block in &batch.receipt_blocks {
-        int("receipt_blocks", block, "block_number", block, i64::MAX)?;
-    }
-    for checkpoint in &batch.checkpoints {
-        let row = format!("contract = {:?}", checkpoint.contract);
-        int(
-            "checkpoints",
-            row,
-            "block_number",
-            checkpoint.block,
-            i64::MAX,
-        )?;
-    }
     Ok(())
 }
 
@@ -185,7 +176,7 @@ pub(super) fn check(tables: &[TableSpec], batch: &Batch) -> Result<(), Error> {
 /// one is a bug upstream (`pipeline::enrich` fills them), never a NULL in the table.
 ///
 /// # Errors
-/// [`Error::Malformed`] naming the log; [`Error::Invalid`] when a timestamp does not fit the column.
+/// [`Error::Malformed`] naming the log; [`Error::Unstorable`] when a timestamp does not fit the column.
 pub(super) fn check_timestamps(timestamps: Timestamps, batch: &Batch) -> Result<(), Error> {
     if timestamps == Timestamps::Omitted {
         return Ok(());
@@ -197,13 +188,7 @@ pub(super) fn check_timestamps(timestamps: Timestamps, batch: &Batch) -> Result<
                 log.log_index, log.block_number
             )));
         };
-        int(
-            "logs",
-            LogRow(log.key()),
-            "block_timestamp",
-            timestamp,
-            i64::MAX,
-        )?;
+        node_int("logs", LogRow(log.key()), "block_timestamp", timestamp)?;
     }
     Ok(())
 }
@@ -215,14 +200,29 @@ struct LogRow(LogKey);
 impl Display for LogRow {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let LogKey {
+            block_number,
             block_hash,
             log_index,
-            ..
         } = self.0;
         write!(
             f,
-            "block_hash = {}, log_index = {log_index}",
+            "block_number = {block_number}, log_index = {log_index} (block_hash = {})",
             hex::encode(block_hash)
+        )
+    }
+}
+
+/// A transaction's row for a message, by its key `(block_number, transaction_index)`, formatted only when
+/// there is one.
+#[derive(Clone, Copy)]
+struct TxRow(u64, u64);
+
+impl Display for TxRow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let Self(block_number, transaction_index) = self;
+        write!(
+            f,
+            "block_number = {block_number}, transaction_index = {transaction_index}"
         )
     }
 }
@@ -339,7 +339,6 @@ pub(super) async fn rollback(
         "(the ancestor)",
         "block_number",
         ancestor,
-        i64::MAX,
     )?);
     let delete_above = |doing, table: &str| {
         let sql = format!("DELETE FROM {} WHERE block_number > $1", quote_ident(table));

@@ -12,6 +12,7 @@ mod finality;
 mod follow;
 mod in_turn;
 mod indexes;
+mod log_index;
 mod migration;
 mod ops;
 mod outage;

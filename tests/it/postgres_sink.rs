@@ -97,7 +97,7 @@ impl Db {
     }
 
     /// The raw logs as stored, in block and log order.
-    async fn raw_logs(&self) -> Vec<RawRow> {
+    pub(crate) async fn raw_logs(&self) -> Vec<RawRow> {
         let backend = match &self.sink {
             Sink::Sqlite(_) => crate::support::Backend::Sqlite,
             Sink::Postgres(_) => crate::support::Backend::Postgres,
@@ -123,7 +123,7 @@ impl Db {
     }
 }
 
-type RawRow = (
+pub(crate) type RawRow = (
     i64,
     String,
     String,
@@ -138,7 +138,7 @@ type RawRow = (
 );
 
 /// A raw row as `interface.md` says it is stored.
-fn raw_row(log: &Log) -> RawRow {
+pub(crate) fn raw_row(log: &Log) -> RawRow {
     let topic = |i: usize| log.topics.get(i).map(hex);
     (
         i64::try_from(log.block_number).unwrap(),
@@ -597,7 +597,7 @@ type TypedPgRow = (
     i64,
     String,
     String,
-    i32,
+    i64,
     String,
     String,
     String,
@@ -645,7 +645,7 @@ async fn every_column_kind_reads_back_as_written_in_postgres() {
         assert_eq!(row.0, i64::try_from(log.block_number).unwrap());
         assert_eq!(row.1, hex(log.block_hash));
         assert_eq!(row.2, hex(log.transaction_hash));
-        assert_eq!(row.3, i32::try_from(log.log_index).unwrap());
+        assert_eq!(row.3, i64::try_from(log.log_index).unwrap());
         assert_eq!(row.4, hex(log.address));
         assert_eq!(row.5, text(0));
         assert_eq!(row.6, text(1));
@@ -688,7 +688,7 @@ async fn prepare_refuses_a_column_whose_type_changed_in_postgres() {
             "block_number bigint",
             "block_hash text",
             "transaction_hash text",
-            "log_index integer",
+            "log_index bigint",
             "address text",
             "small numeric",
             "big numeric",

@@ -1,6 +1,6 @@
 //! The sink against damaged databases and changed configs, on both backends through one function each (issue
 //! #21): a record that cannot be read or a number that cannot be right is an error naming the table and the
-//! row, exit 74, never a default; and a changed chain, contract or ABI is refused with the same words on
+//! row, exit 74 (65 for a batch's number no column holds: the node's), never a default; and a changed chain, contract or ABI is refused with the same words on
 //! SQLite and Postgres, naming `--reindex` where it is the fix.
 //!
 //! Method: prepare a real database (SQLite in a temp dir, Postgres in a schema of its own), damage one record
@@ -247,33 +247,54 @@ async fn a_chain_id_that_is_not_a_number_is_an_error_not_another_chain_in_postgr
     an_unreadable_chain_id_is_an_error(Backend::Postgres).await;
 }
 
-/// Goal: a batch with a number its column cannot store is refused before anything is written, naming the
-/// table, row and column (the sink used to panic), the same on both backends.
+/// Goal: a batch with a number no column can store (above `i64::MAX`: both backends' columns are 64-bit
+/// signed) is refused before anything is written, naming the table, the log and the column, as the node's
+/// data (exit 65), the same on both backends (the sink used to panic, then to exit 74).
 async fn a_number_beyond_its_column_is_refused(backend: Backend) {
     let mut db = prepared(backend).await;
+    let row = |batch: &sink::Batch| {
+        let log = &batch.logs[1];
+        format!(
+            "block_number = {}, log_index = {} (block_hash = {})",
+            log.block_number,
+            log.log_index,
+            sink::hex::encode(log.block_hash)
+        )
+    };
     let mut too_far = batch(100..=100);
     too_far.logs[1].block_number = u64::MAX;
-    let row = format!(
-        "block_hash = {}, log_index = 1",
-        sink::hex::encode(too_far.logs[1].block_hash)
-    );
     let err = db.sink.commit(&too_far).await.unwrap_err();
-    assert_invalid(err, "logs", &row, "block_number");
+    assert_unstorable(err, "logs", &row(&too_far), "block_number");
 
-    // Postgres stores log indexes as INTEGER; SQLite takes the same limit, so both take the same batches.
     let mut too_many = batch(100..=100);
-    too_many.logs[1].log_index = 1 << 31;
-    let row = format!(
-        "block_hash = {}, log_index = {}",
-        sink::hex::encode(too_many.logs[1].block_hash),
-        1u64 << 31
-    );
+    too_many.logs[1].log_index = 1 << 63;
     let err = db.sink.commit(&too_many).await.unwrap_err();
-    assert_invalid(err, "logs", &row, "log_index");
+    assert_unstorable(err, "logs", &row(&too_many), "log_index");
+
+    let mut too_many = batch(100..=100);
+    too_many.logs[1].transaction_index = u64::MAX;
+    let err = db.sink.commit(&too_many).await.unwrap_err();
+    assert_unstorable(err, "logs", &row(&too_many), "transaction_index");
 
     assert_eq!(db.count("logs").await, 0);
     assert!(db.sink.checkpoints().await.unwrap().is_empty());
     db.sink.close().await;
+}
+
+/// `err` is [`sink::Error::Unstorable`] for `table` and `row`, its message names them and `column`, and a
+/// job failing with it exits 65 (the node's data cannot be right).
+fn assert_unstorable(err: sink::Error, table: &str, row: &str, column: &str) {
+    let text = err.to_string();
+    assert!(
+        matches!(&err, sink::Error::Unstorable { table: t, row: r, column: c, .. }
+            if *t == table && r == row && *c == column),
+        "{err:?}"
+    );
+    assert!(
+        text.starts_with(&format!("{table} row {row}: {column} ")),
+        "{text}"
+    );
+    assert_eq!(exit_code(err), logslice::exit::DATA, "{text}");
 }
 
 #[tokio::test]

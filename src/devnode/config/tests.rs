@@ -108,3 +108,23 @@ fn a_bad_option_is_named_with_a_suggestion() {
     assert!(err.contains("fault_429"), "{err}");
     assert!(DevNodeConfig::from_sim_url("http://x").is_err());
 }
+
+#[test]
+fn high_log_indexes_are_off_unless_a_block_is_named() {
+    assert_eq!(DevNodeConfig::default().chain.high_log_indexes, None);
+    let cfg = DevNodeConfig::from_sim_url("sim://?high_log_indexes=300").expect("valid option");
+    assert_eq!(cfg.chain.high_log_indexes, Some(300));
+    assert_eq!(cfg.chain.log_index_base, 0xffff_ffe2);
+    let cfg = DevNodeConfig::from_sim_url(
+        "sim://?log-index-base=0x8000000000000000&high-log-indexes=300",
+    )
+    .expect("valid options");
+    assert_eq!(
+        (cfg.chain.high_log_indexes, cfg.chain.log_index_base),
+        (Some(300), 1 << 63)
+    );
+    let off = DevNodeConfig::from_sim_url("sim://?high_log_indexes=off").expect("valid option");
+    assert_eq!(off, DevNodeConfig::default());
+    let err = DevNodeConfig::from_sim_url("sim://?log_index_base=-1").expect_err("not an index");
+    assert!(err.contains("log_index_base"), "{err}");
+}
