@@ -31,7 +31,6 @@ mod transactions;
 pub use bench_modes::{fetch_only, naive_sync, store_only};
 pub use daemon::{run, run_watched};
 pub use job::Job;
-use node::Finalized;
 pub use node::Node;
 
 use crate::config::{Config, DatabaseUrl, Finality};
@@ -347,25 +346,8 @@ pub async fn sync_observed(
     let mut ctx = Ctx::attach(config, observer, Arc::new(node), chain_id?).await?;
     let target = target?;
     let head = head?.unwrap_or(target);
-    match (finalized?, config.sync.finality) {
-        (Some(Finalized::Block(n)), _) => {
-            let display = ctx.node.display.clone();
-            ctx.node
-                .finality
-                .saw(n.min(head), head, finality::Source::Node, &display);
-        }
-        (Some(Finalized::None(why)), _) => ctx.node.warn_no_finality(&why, window),
-        (None, Finality::Confirmations(n)) => {
-            let display = ctx.node.display.clone();
-            ctx.node.finality.saw(
-                head.saturating_sub(n),
-                head,
-                finality::Source::Confirmations,
-                &display,
-            );
-        }
-        (None, Finality::Finalized) => {}
-    }
+    ctx.node
+        .note_finality(config.sync.finality, finalized?, head, window);
     // After finality was read: a reorg found here is reported against it.
     ctx.reconcile().await?;
     let finalized = Some(finality::final_block(target, head, window));

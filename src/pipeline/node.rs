@@ -359,23 +359,41 @@ impl Node {
         window: u64,
         head: BlockNumber,
     ) -> Result<BlockNumber, Error> {
+        let answer = match finality {
+            Finality::Finalized => Some(self.finalized().await?),
+            Finality::Confirmations(_) => None,
+        };
+        self.note_finality(finality, answer, head, window);
+        Ok(super::finality::final_block(head, head, window))
+    }
+
+    /// Records what is final while the head is `head`, by `sync.finality` and the node's `answer` for its
+    /// finalized block (asked only under `finality = "finalized"`), for reports against it
+    /// ([`super::finality`]); a node without finality is said once.
+    pub(super) fn note_finality(
+        &self,
+        finality: Finality,
+        answer: Option<Finalized>,
+        head: BlockNumber,
+        window: u64,
+    ) {
         use super::finality::Source;
-        match finality {
-            Finality::Confirmations(n) => self.finality.saw(
+        match (finality, answer) {
+            (Finality::Confirmations(n), _) => self.finality.saw(
                 head.saturating_sub(n),
                 head,
                 Source::Confirmations,
                 &self.display,
             ),
-            Finality::Finalized => match self.finalized().await? {
-                Finalized::Block(n) => {
-                    self.finality
-                        .saw(n.min(head), head, Source::Node, &self.display)
-                }
-                Finalized::None(why) => self.warn_no_finality(&why, window),
-            },
+            (Finality::Finalized, Some(Finalized::Block(n))) => {
+                self.finality
+                    .saw(n.min(head), head, Source::Node, &self.display)
+            }
+            (Finality::Finalized, Some(Finalized::None(why))) => {
+                self.warn_no_finality(&why, window)
+            }
+            (Finality::Finalized, None) => {}
         }
-        Ok(super::finality::final_block(head, head, window))
     }
 
     /// Says once per run that the node has no finality and what is done instead.
