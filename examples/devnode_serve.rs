@@ -6,8 +6,8 @@
 
 use std::time::Instant;
 
-use logslice::devnode::bench::{measure_in_process, measure_log_serialisation, measure_serve_rate};
-use logslice::devnode::{DevNodeConfig, GroundTruth};
+use devnode::bench::{measure_in_process, measure_log_serialisation, measure_serve_rate};
+use devnode::{DevNodeConfig, GroundTruth};
 
 fn main() {
     let mut args = std::env::args().skip(1);

@@ -12,7 +12,7 @@
 
 use std::time::{Duration, Instant};
 
-use logslice::devnode::{DevNode, DevNodeConfig};
+use devnode::{DevNode, DevNodeConfig};
 use logslice::observe::Observer;
 use logslice::pipeline;
 use tokio::sync::watch;

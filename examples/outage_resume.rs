@@ -13,7 +13,7 @@
 
 use std::time::{Duration, Instant};
 
-use logslice::devnode::{DevNode, DevNodeConfig, Down};
+use devnode::{DevNode, DevNodeConfig, Down};
 use logslice::observe::Observer;
 use logslice::pipeline;
 use tokio::sync::watch;

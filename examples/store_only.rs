@@ -12,7 +12,11 @@
 use std::path::Path;
 use std::time::Instant;
 
-use logslice::devnode::{DevNodeConfig, GroundTruth};
+use devnode::{DevNodeConfig, GroundTruth};
+
+// The chunks `logslice bench` commits in its store-only phase, from the binary's own module.
+#[path = "../src/bench/truth.rs"]
+mod truth;
 
 #[tokio::main]
 async fn main() {
@@ -47,7 +51,7 @@ async fn main() {
     .expect("config.toml loads");
     let head = truth.head();
     // Generated lazily, outside the timed part, or all of it first.
-    let ranges = logslice::bench::truth_chunks(truth, head, config.sync.target_logs_per_request);
+    let ranges = truth::truth_chunks(truth, head, config.sync.target_logs_per_request);
     let ranges: Box<dyn Iterator<Item = _>> = if ahead {
         Box::new(ranges.collect::<Vec<_>>().into_iter())
     } else {

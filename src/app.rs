@@ -11,12 +11,12 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use crate::cli::{Cli, Command, ConfigArg, StatusArgs, SyncArgs};
-use crate::config::{self, Config};
-use crate::exit;
-use crate::observe::{self, Console, Observer, StallClock};
-use crate::pipeline::{self, Node, Target};
-use crate::sink::{self, ReindexSpec};
-use crate::status;
+use logslice::config::{self, Config};
+use logslice::exit;
+use logslice::observe::{self, Console, Observer, StallClock};
+use logslice::pipeline::{self, Node, Target};
+use logslice::sink::{self, ReindexSpec};
+use logslice::status;
 
 /// Runs a parsed command line; returns the exit code. `console` is stderr as the log writer shares it
 /// with the progress bar.
@@ -26,6 +26,7 @@ pub async fn run(cli: Cli, cancel: CancellationToken, console: Console) -> u8 {
         Command::Run(args) => daemon(&args, cancel, console).await,
         Command::Status(args) => status(&args).await,
         Command::Check(args) => check(&args, &cancel).await,
+        #[cfg(feature = "sim")]
         Command::Bench(args) => match crate::bench::run(&args).await {
             Ok(report) => {
                 print!("{report}");
@@ -39,13 +40,37 @@ pub async fn run(cli: Cli, cancel: CancellationToken, console: Console) -> u8 {
                 }
             }
         },
-        Command::Devnode(args) => match crate::devnode::cli::run(*args, cancel).await {
+        #[cfg(feature = "sim")]
+        Command::Devnode(args) => match devnode::cli::run(*args, cancel).await {
             Ok(()) => exit::OK,
             Err(err) => {
                 tracing::error!(cause = %err, "devnode failed");
                 exit::IO
             }
         },
+    }
+}
+
+/// Whether the command writes to Postgres (a config whose `database.url` is one, or `bench
+/// --database postgres://...`), read before the runtime is built to size it. A config that does not
+/// load says no here; the command reports its errors.
+pub fn writes_postgres(cli: &Cli) -> bool {
+    let config_is_postgres = |path: &std::path::Path| {
+        logslice::config::load(path).is_ok_and(|config| {
+            matches!(
+                config.database.url,
+                logslice::config::DatabaseUrl::Postgres(_)
+            )
+        })
+    };
+    match &cli.command {
+        Command::Sync(args) => config_is_postgres(&args.config.config),
+        Command::Run(args) => config_is_postgres(&args.config),
+        #[cfg(feature = "sim")]
+        Command::Bench(args) => args.postgres_url().is_some(),
+        #[cfg(feature = "sim")]
+        Command::Devnode(_) => false,
+        Command::Status(_) | Command::Check(_) => false,
     }
 }
 
@@ -278,7 +303,7 @@ fn explain(config: &Config, err: &pipeline::Error) -> String {
 /// What to do about an error whose message cannot know the config file or the field (the sink never
 /// sees the config, the rpc layer only a redacted URL).
 fn fix(config: &Config, err: &pipeline::Error, code: u8) -> Option<String> {
-    use crate::fetch;
+    use logslice::fetch;
     let file = config.source.display();
     match err {
         pipeline::Error::Database {
@@ -529,4 +554,58 @@ pub fn error_chain(err: &dyn std::error::Error) -> String {
         source = cause.source();
     }
     text
+}
+
+#[cfg(all(test, feature = "sim"))]
+mod cli_tests {
+    /// The example config as it is (SQLite) and pointed at Postgres, beside the example's ABIs.
+    #[test]
+    fn postgres_is_told_apart_before_the_runtime_is_built() {
+        use clap::Parser;
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let dir = tempfile::tempdir().expect("a temp dir");
+        std::os::unix::fs::symlink(root.join("abis"), dir.path().join("abis")).expect("abis");
+        let example = std::fs::read_to_string(root.join("config.toml")).expect("the example");
+        let on_postgres = example.replace(
+            "url = \"sqlite://logslice.db\"",
+            "url = \"postgres://postgres@127.0.0.1:5432/test\"",
+        );
+        assert_ne!(on_postgres, example, "the example's database line moved");
+        let (sqlite, postgres) = (dir.path().join("sqlite.toml"), dir.path().join("pg.toml"));
+        std::fs::write(&sqlite, example).expect("write");
+        std::fs::write(&postgres, on_postgres).expect("write");
+        let writes_postgres = |args: &[&str]| {
+            super::writes_postgres(
+                &crate::cli::Cli::try_parse_from([&["logslice"], args].concat()).expect("parses"),
+            )
+        };
+        let (sqlite, postgres) = (sqlite.to_str().unwrap(), postgres.to_str().unwrap());
+        assert!(writes_postgres(&[
+            "sync", "--to", "10", "--config", postgres
+        ]));
+        assert!(writes_postgres(&["run", "--config", postgres]));
+        assert!(!writes_postgres(&[
+            "sync", "--to", "10", "--config", sqlite
+        ]));
+        assert!(!writes_postgres(&["run", "--config", sqlite]));
+        assert!(!writes_postgres(&[
+            "sync",
+            "--to",
+            "10",
+            "--config",
+            "/no/such/config.toml"
+        ]));
+        assert!(writes_postgres(&[
+            "bench",
+            "--database",
+            "postgres://u@h/db"
+        ]));
+        assert!(!writes_postgres(&[
+            "bench",
+            "--database",
+            "sqlite:///tmp/b.db"
+        ]));
+        assert!(!writes_postgres(&["bench"]));
+        assert!(!writes_postgres(&["status", "--config", postgres]));
+    }
 }

@@ -9,12 +9,12 @@ use std::path::{Path, PathBuf};
 
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{self, Config};
-use crate::devnode::{contracts, ChainConfig, DevNode, DevNodeConfig};
-use crate::pipeline::{self, SyncReport, Target};
+use devnode::{contracts, ChainConfig, DevNode, DevNodeConfig};
+use logslice::config::{self, Config};
+use logslice::pipeline::{self, SyncReport, Target};
 mod truth;
 
-pub use truth::{fewest_requests, truth_chunks};
+pub use truth::truth_chunks;
 
 /// A simulated chain to benchmark on (`devnode`'s presets of the same names).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -75,7 +75,7 @@ impl Preset {
         chain.blocks = blocks.unwrap_or(chain.blocks);
         chain.density = density.unwrap_or(chain.density);
         if self == Preset::Overcap {
-            chain.overcap = crate::devnode::OvercapConfig::spread(chain.blocks);
+            chain.overcap = devnode::OvercapConfig::spread(chain.blocks);
         }
         Ok(chain)
     }
@@ -361,7 +361,7 @@ async fn run_phases(args: &BenchArgs) -> Result<String, Error> {
     }
     let lower_bound = truth
         .as_ref()
-        .map(|t| fewest_requests(t, e2e_config.sync.max_block_range));
+        .map(|t| t.fewest_requests(e2e_config.sync.max_block_range));
     if let Some(node) = node {
         node.shutdown().await;
     }

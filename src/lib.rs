@@ -5,12 +5,8 @@
 //! simulated access service used by tests, demos and benchmarks; it shares no code path with the indexer.
 #![warn(missing_docs)]
 
-pub mod app;
-pub mod bench;
-pub mod cli;
 pub mod config;
 pub mod decode;
-pub mod devnode;
 pub mod exit;
 pub mod fetch;
 pub mod follow;

@@ -1,6 +1,13 @@
 //! The `logslice` binary: parse the command line, install logging and the signal handlers, run the command,
 //! exit with its code.
 
+mod app;
+#[cfg(feature = "sim")]
+mod bench;
+mod cli;
+#[cfg(feature = "sim")]
+mod sim;
+
 use std::io::IsTerminal;
 use std::process::ExitCode;
 
@@ -8,11 +15,13 @@ use clap::Parser;
 use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
 
-use logslice::cli::{Cli, LogFormat};
+use cli::{Cli, LogFormat};
 use logslice::observe::{Console, ProgressMode, Verbosity};
 
 fn main() -> ExitCode {
     tune_allocator();
+    #[cfg(feature = "sim")]
+    sim::install();
     let cli = Cli::parse();
     let level = match (cli.quiet, cli.verbose) {
         (true, _) => "warn",
@@ -56,7 +65,7 @@ fn main() -> ExitCode {
     // `TOKIO_WORKER_THREADS` still overrides it.
     if std::env::var_os("TOKIO_WORKER_THREADS").is_none() {
         let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
-        let workers = if cli.writes_postgres() {
+        let workers = if app::writes_postgres(&cli) {
             cores
         } else {
             cores.saturating_sub(1).max(1)
@@ -75,7 +84,7 @@ fn main() -> ExitCode {
         // Installed before any work starts, so no signal finds the default action (death) in place.
         let signals = Signals::install();
         tokio::spawn(on_signals(signals, cancel.clone()));
-        logslice::app::run(cli, cancel.clone(), console).await
+        app::run(cli, cancel.clone(), console).await
     });
     if cancel.is_cancelled() {
         // The job has committed or rolled back: whatever is left on the runtime (a request being abandoned, a

@@ -1,9 +1,8 @@
-//! What `bench` derives from the simulated chain's ground truth: the chunks the store-only phase commits and
-//! the fewest requests the result cap allows (the lower bound every phase's requests are set against).
+//! What `bench` derives from the simulated chain's ground truth: the chunks the store-only phase commits.
 
-use crate::devnode::GroundTruth;
-use crate::fetch::Fetched;
-use crate::primitives::{BlockRange, Log, Topics};
+use devnode::GroundTruth;
+use logslice::fetch::Fetched;
+use logslice::primitives::{BlockRange, Log, Topics};
 
 /// The ground truth up to `head` in the ranges a well-cut backfill fetches (generated lazily): contiguous
 /// blocks of at most `target_logs` logs, a block over that alone. This is what the store-only ceiling
@@ -60,31 +59,4 @@ pub fn truth_chunks(
             .collect();
         Some(Fetched::from_get_logs(range, logs))
     })
-}
-
-/// The fewest `eth_getLogs` requests that can cover the chain: contiguous ranges of at most 10,000 logs and
-/// `max_span` blocks (greedy is optimal for this partition), and `ceil(n / 10,000)` requests for a block
-/// with `n` over the cap.
-pub fn fewest_requests(truth: &GroundTruth, max_span: u64) -> u64 {
-    const CAP: u64 = 10_000;
-    let mut requests = 0;
-    let (mut in_range_logs, mut in_range_blocks) = (0u64, 0u64);
-    for block in 0..=truth.head() {
-        let n = truth.log_count(block) as u64;
-        if n > CAP {
-            if in_range_blocks > 0 {
-                requests += 1;
-            }
-            requests += n.div_ceil(CAP);
-            (in_range_logs, in_range_blocks) = (0, 0);
-            continue;
-        }
-        if in_range_blocks > 0 && (in_range_logs + n > CAP || in_range_blocks + 1 > max_span) {
-            requests += 1;
-            (in_range_logs, in_range_blocks) = (0, 0);
-        }
-        in_range_logs += n;
-        in_range_blocks += 1;
-    }
-    requests + u64::from(in_range_blocks > 0)
 }

@@ -10,7 +10,7 @@ use std::collections::VecDeque;
 use alloy_primitives::{Address, B256};
 
 use super::{probes, Group, Probe, Selection};
-use crate::devnode::{contracts, DevNodeConfig, GroundTruth};
+use devnode::{contracts, DevNodeConfig, GroundTruth};
 use crate::planner::{Outcome, Planner, PlannerConfig, SurveyRequest, Tail, Verdict};
 use crate::primitives::{BlockNumber, BlockRange};
 
@@ -317,15 +317,15 @@ fn preset_against_bound(preset: &str, seed: u64) -> (u64, u64) {
 
 /// As [`preset_against_bound`], with the preset's density replaced by `density` when given, against `node`.
 fn preset_at_density(preset: &str, seed: u64, density: Option<f64>, node: Node) -> (u64, u64) {
-    let mut devnode = DevNodeConfig {
+    let mut node_config = DevNodeConfig {
         seed,
         ..DevNodeConfig::default()
     };
-    devnode.chain = crate::devnode::ChainConfig::preset(preset).expect("a preset");
-    devnode.chain.density = density.unwrap_or(devnode.chain.density);
-    let truth = GroundTruth::detached(&devnode);
+    node_config.chain = devnode::ChainConfig::preset(preset).expect("a preset");
+    node_config.chain.density = density.unwrap_or(node_config.chain.density);
+    let truth = GroundTruth::detached(&node_config);
     let chain = Chain::new(&truth);
-    let bound = crate::bench::fewest_requests(&truth, crate::config::DEFAULT_MAX_BLOCK_RANGE);
+    let bound = truth.fewest_requests(crate::config::DEFAULT_MAX_BLOCK_RANGE);
     let config = PlannerConfig {
         initial_span: crate::config::DEFAULT_INITIAL_BLOCK_RANGE,
         max_span: crate::config::DEFAULT_MAX_BLOCK_RANGE,
@@ -335,7 +335,7 @@ fn preset_at_density(preset: &str, seed: u64, density: Option<f64>, node: Node) 
     eprintln!(
         "{preset} (density {}) seed {seed}{}: {} requests ({} surveys, {} refused), bound {bound}, {:.2}x; \
          refused requests asked for {} logs, {:.2}x the chain's {}",
-        devnode.chain.density,
+        node_config.chain.density,
         if node == Node::Suggesting { ", suggesting" } else { "" },
         tally.requests,
         tally.surveys,

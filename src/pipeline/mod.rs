@@ -26,6 +26,7 @@ mod indexes;
 mod job;
 mod near_head;
 mod node;
+pub mod simulator;
 mod transactions;
 
 pub use bench_modes::{fetch_only, naive_sync, store_only};

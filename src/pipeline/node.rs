@@ -7,7 +7,6 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{Endpoint, Finality, NodeConfig, Transport};
-use crate::devnode::{DevNode, DevNodeConfig};
 use crate::fetch::{self, Gate, GateConfig, OnSplit, Selection};
 use crate::primitives::{BlockNumber, Log};
 use crate::rpc::{self, BlockTag, Client, ClientOptions};
@@ -19,7 +18,7 @@ use super::{Error, SyncReport, Target};
 /// batch's own overhead negligible.
 const MAX_HEADERS_PER_BATCH: usize = 100;
 
-/// A connected node: the client, its gate, and the in-process devnode behind `sim://`, kept alive.
+/// A connected node: the client, its gate, and the simulated node behind `sim://`, kept alive.
 pub struct Node {
     /// The client.
     pub client: Arc<Client>,
@@ -36,11 +35,12 @@ pub struct Node {
     no_finality: NoFinality,
     /// What this run saw of finality: the last final block reported, whether the chain reorged.
     pub(super) finality: super::finality::SeenFinality,
-    _devnode: Option<DevNode>,
+    /// The simulated node a `sim://` endpoint started; it stops when the `Node` is dropped.
+    _simulated: Option<super::simulator::Simulated>,
 }
 
 impl Node {
-    /// Connects to the configured node, starting the built-in one for `sim://`. Sends nothing yet. Once
+    /// Connects to the configured node, starting the installed simulator ([`super::simulator`]) for `sim://`. Sends nothing yet. Once
     /// `cancel` fires, every request through the node's gate (waiting, retrying or in flight) ends with
     /// [`Error::Interrupted`].
     ///
@@ -66,21 +66,19 @@ impl Node {
             Transport::Ws => config.ws_endpoint.as_ref().unwrap_or(&config.endpoint),
             Transport::Http => &config.endpoint,
         };
-        let (url, devnode) = match endpoint {
+        let (url, simulated) = match endpoint {
             Endpoint::Url(url) => (url.clone(), None),
             Endpoint::Sim(sim) => {
-                let devnode_config = DevNodeConfig::from_sim_url(sim)
+                let simulated = super::simulator::start(sim)
+                    .await
                     .map_err(|e| Error::Config(format!("node.url: {e}")))?;
-                let devnode = DevNode::start(devnode_config).await.map_err(|e| {
-                    Error::Config(format!("node.url: cannot start the built-in node: {e}"))
-                })?;
                 let raw = match config.transport {
-                    Transport::Http => devnode.http_url(),
-                    Transport::Ws => devnode.ws_url(),
+                    Transport::Http => &simulated.http_url,
+                    Transport::Ws => &simulated.ws_url,
                 };
-                let url = url::Url::parse(&raw)
+                let url = url::Url::parse(raw)
                     .map_err(|e| Error::Config(format!("node.url: built-in node address: {e}")))?;
-                (crate::config::SecretUrl::new(url), Some(devnode))
+                (crate::config::SecretUrl::new(url), Some(simulated))
             }
         };
         let display = url.to_string();
@@ -102,7 +100,7 @@ impl Node {
             display,
             no_finality: NoFinality::default(),
             finality: super::finality::SeenFinality::default(),
-            _devnode: devnode,
+            _simulated: simulated,
         })
     }
 

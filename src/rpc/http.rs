@@ -119,9 +119,9 @@ fn transport_error(err: reqwest::Error) -> Error {
 mod tests {
     use std::time::Duration;
 
-    use crate::devnode::{DevNode, DevNodeConfig};
     use crate::primitives::BlockRange;
     use crate::rpc::{AnswerSlot, Blocks, Client, ClientOptions, LogFilter, MAX_KEPT_ANSWER_BYTES};
+    use devnode::{DevNode, DevNodeConfig};
 
     #[tokio::test]
     async fn every_answer_is_read_into_the_one_buffer_and_parsed_whole() {

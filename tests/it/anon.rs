@@ -7,7 +7,7 @@
 //! count whose data decodes. Raw rows keep their meaning: a log is stored raw when any configured event
 //! matches it (an anonymous one by topic count alone), see `support::expected_logs`.
 
-use logslice::devnode::contracts;
+use devnode::contracts;
 use logslice::pipeline::Target;
 
 use crate::both_backends;

@@ -4,7 +4,7 @@
 //! pairs, and `factory_children`, on SQLite and on Postgres, through restarts, reorgs and a factory contract
 //! added to an existing database.
 
-use logslice::devnode::{contracts, GroundTruth, TruthChild};
+use devnode::{contracts, GroundTruth, TruthChild};
 use logslice::pipeline::Target;
 
 use crate::both_backends;
@@ -25,9 +25,9 @@ fn token_a() -> Contract {
 }
 
 /// A node config of `blocks` blocks whose factory creates `children` pairs by the head, no faults.
-fn factory_chain(blocks: u64, children: u64) -> logslice::devnode::DevNodeConfig {
+fn factory_chain(blocks: u64, children: u64) -> devnode::DevNodeConfig {
     let mut config = node_config(blocks);
-    config.chain.factory = Some(logslice::devnode::FactoryConfig {
+    config.chain.factory = Some(devnode::FactoryConfig {
         children,
         bursts: 0,
     });
@@ -35,11 +35,7 @@ fn factory_chain(blocks: u64, children: u64) -> logslice::devnode::DevNodeConfig
 }
 
 /// As [`factory_chain`], with `bursts` blocks where the pairs' logs together are over the cap.
-fn factory_chain_with_bursts(
-    blocks: u64,
-    children: u64,
-    bursts: u32,
-) -> logslice::devnode::DevNodeConfig {
+fn factory_chain_with_bursts(blocks: u64, children: u64, bursts: u32) -> devnode::DevNodeConfig {
     let mut config = factory_chain(blocks, children);
     if let Some(factory) = config.chain.factory.as_mut() {
         factory.bursts = bursts;
@@ -66,11 +62,7 @@ fn add_children(config: &std::path::Path, name: &str) {
 }
 
 /// The config of `work` indexing only the factory and its pairs on `node`; `sync_extra` goes in `[sync]`.
-fn pairs_config(
-    node: &logslice::devnode::DevNode,
-    work: &Workdir,
-    sync_extra: &str,
-) -> std::path::PathBuf {
+fn pairs_config(node: &devnode::DevNode, work: &Workdir, sync_extra: &str) -> std::path::PathBuf {
     let path = work.write_config(&node.http_url(), &[factory_contract()], "", sync_extra);
     add_pairs(&path);
     path
@@ -405,13 +397,9 @@ async fn factory_preset_shape(
     blocks: u64,
     work: &Workdir,
     node_extra: &str,
-) -> (
-    logslice::devnode::DevNode,
-    std::path::PathBuf,
-    Vec<Contract>,
-) {
+) -> (devnode::DevNode, std::path::PathBuf, Vec<Contract>) {
     let mut chain = factory_chain_with_bursts(blocks, 1_500, 2);
-    chain.chain.factory = logslice::devnode::ChainConfig::factory_preset().factory;
+    chain.chain.factory = devnode::ChainConfig::factory_preset().factory;
     let node = support::start(chain).await;
     let mut configured = support::all_contracts();
     configured.push(factory_contract());
@@ -424,7 +412,7 @@ async fn factory_preset_shape(
 /// counted are the same on every run); asserts every table equals the truth, and returns the sync's report.
 async fn sync_pairs_one_request_at_a_time(
     backend: Backend,
-    chain: logslice::devnode::DevNodeConfig,
+    chain: devnode::DevNodeConfig,
     target: u64,
 ) -> logslice::pipeline::SyncReport {
     let node = support::start(chain).await;

@@ -13,7 +13,7 @@ use std::path::PathBuf;
 
 use alloy_dyn_abi::DynSolValue;
 use alloy_primitives::{Address, B256};
-use logslice::devnode::{contracts, GroundTruth, TruthLog};
+use devnode::{contracts, GroundTruth, TruthLog};
 use logslice::pipeline::Target;
 
 use crate::both_backends;

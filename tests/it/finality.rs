@@ -2,7 +2,7 @@
 //! before the merge): logslice falls back to the reorg window instead of walking the chain block by block,
 //! and ends exact, with about the requests of a node that has finality.
 
-use logslice::devnode::Finality;
+use devnode::Finality;
 use logslice::pipeline::Target;
 
 use crate::support::{self, all_contracts, assert_db_matches_truth, node_config, Backend, Workdir};

@@ -4,7 +4,7 @@
 use std::process::Stdio;
 use std::time::Duration;
 
-use logslice::devnode::DevNode;
+use devnode::DevNode;
 use logslice::pipeline::{self, Target};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;

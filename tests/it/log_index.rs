@@ -8,7 +8,7 @@
 //! configured contracts emitted several logs, so raw and typed rows both carry such indexes. The database is
 //! then compared with the ground truth log by log.
 
-use logslice::devnode::{DevNodeConfig, DEFAULT_LOG_INDEX_BASE};
+use devnode::{DevNodeConfig, DEFAULT_LOG_INDEX_BASE};
 use logslice::pipeline::Target;
 
 use crate::both_backends;

@@ -2,10 +2,6 @@
 
 mod anon;
 mod anvil;
-mod devnode;
-mod devnode_factory;
-mod devnode_limits;
-mod devnode_tx;
 mod factory;
 mod filters;
 mod finality;

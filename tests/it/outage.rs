@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use logslice::devnode::{DevNode, Down};
+use devnode::{DevNode, Down};
 use logslice::observe::{Observer, StallClock};
 use logslice::pipeline;
 use tokio::sync::watch;

@@ -7,7 +7,7 @@
 
 use std::path::Path;
 
-use logslice::devnode::{DevNodeConfig, GroundTruth, OvercapConfig, StatsSnapshot};
+use devnode::{DevNodeConfig, GroundTruth, OvercapConfig, StatsSnapshot};
 use logslice::pipeline::{self, Target};
 
 use logslice::sink::ReindexSpec;
@@ -94,7 +94,7 @@ both_backends!(over_cap_blocks_come_from_block_receipts);
 /// requests; now 10 in 42-43.
 async fn over_cap_blocks_behind_a_suggesting_node_are_not_asked_for_alone(backend: Backend) {
     let mut config = overcap_chain(6_000, &[700, 1_900, 3_100, 4_300], Some((5_000, 3)), true);
-    config.limits.too_many_style = logslice::devnode::TooManyStyle::Infura;
+    config.limits.too_many_style = devnode::TooManyStyle::Infura;
     let stats = sync_exact(config, backend, 5_900).await;
     let refused = stats.errors_with(-32005);
     assert!(refused <= 10, "{refused} refusals: {}", stats.summary());

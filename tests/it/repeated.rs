@@ -3,7 +3,7 @@
 //! backends, below finality and above it; two different logs claiming one `(block_number, log_index)` stop
 //! the sync with exit 65 naming the block, before either reaches the database.
 
-use logslice::devnode::DevNode;
+use devnode::DevNode;
 use logslice::pipeline::Target;
 
 use crate::both_backends;

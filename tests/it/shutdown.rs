@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use logslice::devnode::{DevNode, Down, StatsSnapshot};
+use devnode::{DevNode, Down, StatsSnapshot};
 
 use crate::both_backends;
 use crate::support::{

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use alloy_dyn_abi::DynSolValue;
 use alloy_json_abi::{Event, JsonAbi};
 use alloy_primitives::{hex, Address, B256};
-use logslice::devnode::{contracts, DevNode, DevNodeConfig, GroundTruth, TruthLog};
+use devnode::{contracts, DevNode, DevNodeConfig, GroundTruth, TruthLog};
 
 use crate::pg::TestSchema;
 use logslice::pipeline::{self, SyncReport, Target};

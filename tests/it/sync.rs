@@ -4,7 +4,7 @@
 use std::process::Stdio;
 use std::time::Duration;
 
-use logslice::devnode::TooManyStyle;
+use devnode::TooManyStyle;
 use logslice::pipeline::Target;
 
 use crate::both_backends;
@@ -180,7 +180,7 @@ async fn each_fault_alone_and_all_at_once_over_websocket_ends_exact() {
 }
 
 async fn each_fault_alone_and_all_at_once(transport: &str) {
-    type Fault = fn(&mut logslice::devnode::DevNodeConfig);
+    type Fault = fn(&mut devnode::DevNodeConfig);
     let faults: [(&str, Fault); 10] = [
         ("429 with Retry-After", |c| c.faults.http_429 = 0.2),
         ("5xx", |c| c.faults.http_5xx = 0.2),
@@ -532,7 +532,7 @@ async fn bursts_met_several_at_a_time_end_exact(backend: Backend) {
     let mut config = node_config(20_000);
     config.chain.density = 0.2;
     config.chain.shapes.bursts = (0..6)
-        .map(|k| logslice::devnode::Burst {
+        .map(|k| devnode::Burst {
             first: 2_000 + k * 2_500,
             len: 100,
             per_block: 60,
@@ -578,7 +578,7 @@ async fn a_log_that_does_not_decode_under_strict_exits_65_and_commits_nothing_of
          events = [\"event Batch(uint8 kind, uint256[] ids, address[] recipients, int256 indexed delta, uint32 count)\"]\n",
         node.http_url(),
         work.db().display(),
-        logslice::devnode::contracts::MISC,
+        devnode::contracts::MISC,
     );
     let path = work.dir.path().join("config.toml");
     std::fs::write(&path, text).expect("write config");

@@ -5,7 +5,7 @@
 //! off; 429s on header batches and reorgs of stamped blocks still end exact; a database is never left with
 //! some rows stamped and some not.
 
-use logslice::devnode::{contracts, DevNode, DevNodeConfig};
+use devnode::{contracts, DevNode, DevNodeConfig};
 use logslice::pipeline::{self, Target};
 
 use crate::both_backends;

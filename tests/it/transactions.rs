@@ -9,7 +9,7 @@
 use std::collections::BTreeSet;
 
 use alloy_primitives::U256;
-use logslice::devnode::{DevNode, GroundTruth};
+use devnode::{DevNode, GroundTruth};
 use logslice::pipeline::Target;
 
 use crate::both_backends;
@@ -174,7 +174,7 @@ async fn transactions_equal_the_ground_truth_and_cost_one_read_per_block_with_lo
     let txs: Vec<_> = blocks.iter().flat_map(|n| truth.transactions(*n)).collect();
     let rows = expected_rows(&truth, TARGET, Receipts::Without);
     let two_128 = U256::from(1u8) << 128;
-    let in_rows = |pred: &dyn Fn(&logslice::devnode::TruthTransaction) -> bool| {
+    let in_rows = |pred: &dyn Fn(&devnode::TruthTransaction) -> bool| {
         txs.iter().any(|tx| {
             pred(tx)
                 && rows

@@ -6,13 +6,13 @@
 //! spec's encodings, never from the devnode's own writer.
 
 use alloy_primitives::{keccak256, Address, U256};
+use devnode::contracts::TOKEN_A;
+use devnode::{DevNode, GroundTruth, TruthReceipt, TruthTransaction};
 use futures::{SinkExt, StreamExt};
-use logslice::devnode::contracts::TOKEN_A;
-use logslice::devnode::{DevNode, GroundTruth, TruthReceipt, TruthTransaction};
 use serde_json::{json, Value};
 use tokio_tungstenite::tungstenite;
 
-use crate::devnode::{
+use crate::serve::{
     assert_log_is, call, error_of, hex, logs_filter, parse_quantity, request, result, start,
     to_hex, GUARD,
 };
@@ -256,7 +256,7 @@ async fn block_receipts_answer_32601_unless_switched_on() {
     assert_eq!(node.stats().ok("eth_getTransactionReceipt"), 1);
     node.shutdown().await;
     let on = DevNode::start(
-        logslice::devnode::DevNodeConfig::from_sim_url("sim://?blocks=500&block_receipts=on")
+        devnode::DevNodeConfig::from_sim_url("sim://?blocks=500&block_receipts=on")
             .expect("valid sim URL"),
     )
     .await
@@ -295,7 +295,7 @@ async fn websocket_serves_transactions_and_receipts_like_http() {
         .expect("open")
         .expect("frame");
     let over_ws: Value = serde_json::from_str(answer.to_text().expect("text")).expect("JSON");
-    let over_http = crate::devnode::post(&node.http_url(), &batch).await.2;
+    let over_http = crate::serve::post(&node.http_url(), &batch).await.2;
     assert_eq!(over_ws, over_http);
     assert_tx_is(&over_ws[0]["result"], &truth.transactions(number)[0]);
     assert_receipt_is(&over_ws[1]["result"], &truth.receipts(number)[0]);
@@ -419,8 +419,7 @@ async fn an_overcap_block_refuses_get_logs_for_its_one_contract_and_its_receipts
 /// the options parse from a `sim://` URL.
 #[tokio::test]
 async fn the_overcap_preset_and_sim_url_options_place_overcap_blocks() {
-    let cfg =
-        logslice::devnode::DevNodeConfig::from_sim_url("sim://?preset=overcap").expect("a preset");
+    let cfg = devnode::DevNodeConfig::from_sim_url("sim://?preset=overcap").expect("a preset");
     let truth = GroundTruth::detached(&cfg);
     let heights = truth.overcap_blocks();
     assert_eq!(heights.len(), 15);
@@ -432,8 +431,7 @@ async fn the_overcap_preset_and_sim_url_options_place_overcap_blocks() {
     for number in [heights[0], heights[14]] {
         assert!(truth.log_count(number) >= 11_000);
     }
-    let err = logslice::devnode::DevNodeConfig::from_sim_url("sim://?overcap_run=5")
-        .expect_err("no count");
+    let err = devnode::DevNodeConfig::from_sim_url("sim://?overcap_run=5").expect_err("no count");
     assert!(
         err.contains("overcap_run") && err.contains("FIRST:COUNT"),
         "{err}"

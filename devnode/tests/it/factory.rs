@@ -5,11 +5,11 @@
 use std::collections::{BTreeSet, HashMap};
 
 use alloy_primitives::{keccak256, Address, B256};
-use logslice::devnode::contracts::FACTORY;
-use logslice::devnode::{DevNode, DevNodeConfig, FactoryConfig, TruthChild, TruthLog};
+use devnode::contracts::FACTORY;
+use devnode::{DevNode, DevNodeConfig, FactoryConfig, TruthChild, TruthLog};
 use serde_json::{json, Value};
 
-use crate::devnode::{assert_logs_are, hex, reference_matches, result, start, to_hex};
+use crate::serve::{assert_logs_are, hex, reference_matches, result, start, to_hex};
 
 fn topic0(signature: &str) -> B256 {
     keccak256(signature.as_bytes())

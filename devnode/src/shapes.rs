@@ -222,7 +222,7 @@ fn parse_list(value: &str, parts: usize, form: &str) -> Result<Vec<Vec<u64>>, St
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::devnode::contracts::{EventId, EMITTERS};
+    use crate::contracts::{EventId, EMITTERS};
 
     #[test]
     fn the_emitters_are_the_quiet_misc_note_and_the_token_b_transfer() {

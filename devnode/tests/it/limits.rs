@@ -3,12 +3,12 @@
 //! that strictly increase across mining and reorgs.
 
 use alloy_primitives::Address;
+use devnode::DevNode;
 use futures::{SinkExt, StreamExt};
-use logslice::devnode::DevNode;
 use serde_json::{json, Value};
 use tokio_tungstenite::tungstenite;
 
-use crate::devnode::{call, hex, parse_quantity, request, result, start, to_hex, GUARD};
+use crate::serve::{call, hex, parse_quantity, request, result, start, to_hex, GUARD};
 
 /// Methods of the spec, of Ethereum clients, and made up, that the devnode does not serve.
 const UNSERVED: [&str; 14] = [
@@ -148,9 +148,7 @@ async fn block_timestamps_strictly_increase_across_mining_and_reorgs() {
     let batch: Vec<Value> = (0..=head)
         .map(|n| json!({"jsonrpc": "2.0", "id": n, "method": "eth_getBlockByNumber", "params": [hex(n), false]}))
         .collect();
-    let served = crate::devnode::post(&node.http_url(), &json!(batch))
-        .await
-        .2;
+    let served = crate::serve::post(&node.http_url(), &json!(batch)).await.2;
     let served = served.as_array().expect("a batch answer");
     let timestamps: Vec<u64> = served
         .iter()

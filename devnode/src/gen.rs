@@ -284,7 +284,7 @@ pub(crate) fn encode(event: &ParsedEvent, values: &[DynSolValue]) -> (Vec<B256>,
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::devnode::contracts::{parsed, EMITTERS};
+    use crate::contracts::{parsed, EMITTERS};
     use alloy_dyn_abi::EventExt;
 
     /// Goal: every generated log decodes with the ABI file it claims to follow, to the very values generated.

@@ -51,7 +51,7 @@ pub struct DevnodeArgs {
     /// Seed of the chain and of every fault decision.
     #[arg(long, default_value_t = 7)]
     pub seed: u64,
-    /// The API key accepted in /v3/<KEY> and /ws/v3/<KEY>.
+    /// The API key accepted in /v3/KEY and /ws/v3/KEY.
     #[arg(long, default_value = "demo")]
     pub key: String,
     /// Chain id answered by eth_chainId.

@@ -1,8 +1,9 @@
-//! The built-in simulated access service (`logslice devnode`, `sim://`): a deterministic, lazily generated
-//! chain served over real sockets per `service-spec.md`, with the spec's limits and scripted faults.
+//! The simulated access service (`logslice devnode`, `sim://`): a deterministic, lazily generated chain
+//! served over real sockets as `docs/node-service.md` describes the service, with its limits and scripted
+//! faults (`docs/devnode.md` lists the options and presets).
 //!
-//! It shares no code path with the indexer (no `crate::rpc`, `crate::decode`, `crate::sink`, `crate::config`
-//! imports), so a bug on one side cannot hide the same bug on the other. Its own JSON is written from the
+//! A crate of its own that depends on nothing of the indexer's (no client, decoder, sink or config code), so
+//! a bug on one side cannot hide the same bug on the other. Its own JSON is written from the
 //! spec's tables (`json`), its own parameters parsed by geth's rules (`params`).
 //!
 //! Layout: `chain` derives blocks and logs from `(seed, number, fork generation)`; `gen` draws event values and
@@ -316,6 +317,34 @@ impl GroundTruth {
             self.chain.number_of_hash(&state, &hash, state.head)?
         };
         self.block(number).filter(|block| block.hash == hash)
+    }
+
+    /// The fewest `eth_getLogs` requests that can cover the chain under the spec's cap of 10,000 results:
+    /// contiguous ranges of at most 10,000 logs and `max_span` blocks (greedy is optimal for this
+    /// partition), and `ceil(n / 10,000)` requests for a block with `n` logs over the cap. The lower bound
+    /// benchmarks and the planner's simulations set their request counts against.
+    pub fn fewest_requests(&self, max_span: u64) -> u64 {
+        const CAP: u64 = 10_000;
+        let mut requests = 0;
+        let (mut in_range_logs, mut in_range_blocks) = (0u64, 0u64);
+        for block in 0..=self.head() {
+            let n = self.log_count(block) as u64;
+            if n > CAP {
+                if in_range_blocks > 0 {
+                    requests += 1;
+                }
+                requests += n.div_ceil(CAP);
+                (in_range_logs, in_range_blocks) = (0, 0);
+                continue;
+            }
+            if in_range_blocks > 0 && (in_range_logs + n > CAP || in_range_blocks + 1 > max_span) {
+                requests += 1;
+                (in_range_logs, in_range_blocks) = (0, 0);
+            }
+            in_range_logs += n;
+            in_range_blocks += 1;
+        }
+        requests + u64::from(in_range_blocks > 0)
     }
 
     /// How many logs canonical block `number` has, without generating them (0 beyond the head).

@@ -79,6 +79,8 @@ pub async fn measure_serve_rate(cfg: DevNodeConfig, step: u64) -> Result<ServeRa
     let node = DevNode::start(cfg.clone())
         .await
         .map_err(|err| format!("devnode did not start: {err}"))?;
+    // reqwest is built with rustls and no default crypto provider: without one installed it panics.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let client = reqwest::Client::new();
     let url = node.http_url();
     let started = Instant::now();

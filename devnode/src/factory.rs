@@ -354,8 +354,8 @@ mod tests {
     use std::collections::HashMap;
 
     use super::*;
-    use crate::devnode::chain::{Chain, Log};
-    use crate::devnode::config::{ChainConfig, DevNodeConfig};
+    use crate::chain::{Chain, Log};
+    use crate::config::{ChainConfig, DevNodeConfig};
 
     fn factory(children: u64, horizon: u64) -> Factory {
         let cfg = FactoryConfig {
@@ -372,7 +372,7 @@ mod tests {
             children,
             bursts: 0,
         });
-        Chain::new(crate::devnode::chain_params(&cfg))
+        Chain::new(crate::chain_params(&cfg))
     }
 
     #[test]
@@ -462,7 +462,7 @@ mod tests {
     /// positions: the factory only appends transactions.
     #[test]
     fn the_factory_appends_to_blocks_without_moving_the_other_logs() {
-        let plain = Chain::new(crate::devnode::chain_params(&DevNodeConfig {
+        let plain = Chain::new(crate::chain_params(&DevNodeConfig {
             chain: ChainConfig {
                 blocks: 3_000,
                 ..ChainConfig::default()
@@ -483,7 +483,7 @@ mod tests {
     }
 
     fn contracts_n_weighted() -> usize {
-        crate::devnode::contracts::N_WEIGHTED_EMITTERS
+        crate::contracts::N_WEIGHTED_EMITTERS
     }
 
     /// Goal: a few pairs are busy and most are quiet. Method: count each child's logs over the chain.
@@ -566,7 +566,7 @@ mod tests {
     /// blocks where the pairs' logs exceed 10,000 together but come nowhere near it for any one pair.
     #[test]
     fn the_factory_preset_has_bursts_over_the_cap_but_no_pair_near_it() {
-        let chain = Chain::new(crate::devnode::chain_params(&DevNodeConfig {
+        let chain = Chain::new(crate::chain_params(&DevNodeConfig {
             chain: ChainConfig::factory_preset(),
             ..DevNodeConfig::default()
         }));

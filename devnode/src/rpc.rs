@@ -284,7 +284,7 @@ impl Service {
             && params
                 .first()
                 .and_then(Value::as_str)
-                .and_then(|text| crate::rpc::parse_quantity(text).ok())
+                .and_then(|text| super::params::quantity(text).ok())
                 == Some(target);
         if asks
             && !self

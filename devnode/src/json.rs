@@ -1,7 +1,8 @@
 //! A hand-rolled JSON writer for the hot objects (logs, blocks) and the JSON-RPC envelope.
 //!
 //! Logs are written straight into one pre-sized `Vec<u8>` while the chain is scanned: no intermediate
-//! `serde_json::Value`, no per-field allocation. Field names and encodings follow `service-spec.md`'s tables
+//! `serde_json::Value`, no per-field allocation. Field names and encodings follow the service's tables
+//! (`docs/node-service.md`)
 //! (hex quantities without leading zeros, 32-byte hashes and addresses in lowercase hex). Strings that can hold
 //! anything (ids, error messages) go through `serde_json`.
 

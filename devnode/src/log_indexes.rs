@@ -1,5 +1,5 @@
 //! The opt-in block whose logs are numbered from a high index instead of 0 (`high_log_indexes=N`,
-//! `log_index_base=B`): some chains number logs past 2^31 (`interface.md`: 0xffffffe2 is seen), and an
+//! `log_index_base=B`): some chains number logs past 2^31 (`docs/schema.md`: 0xffffffe2 is seen), and an
 //! indexer must store such an index exactly. Every log object of the block carries its index, in
 //! `eth_getLogs`, in receipts and in the ground truth alike, since all of them take it from here.
 //!

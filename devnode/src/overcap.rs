@@ -155,7 +155,7 @@ pub(crate) fn extend_plan(seed: u64, number: u64, gen: u32, n_logs: u64, plan: &
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::devnode::contracts::{EventId, EMITTERS};
+    use crate::contracts::{EventId, EMITTERS};
 
     #[test]
     fn the_overcap_emitter_is_token_a_transfer() {

@@ -82,7 +82,7 @@ fn the_high_log_index_block_is_numbered_from_the_base_in_logs_and_receipts() {
     let busy = (500..1000)
         .find(|n| plain.canonical_logs(&plain_state, *n, *n, 1000).len() > 1)
         .expect("a block with logs");
-    let base = crate::devnode::DEFAULT_LOG_INDEX_BASE;
+    let base = crate::DEFAULT_LOG_INDEX_BASE;
     let high = Chain::new(ChainParams {
         high_log_indexes: Some((busy, base)),
         ..chain(3).params
@@ -121,9 +121,7 @@ fn the_high_log_index_block_is_numbered_from_the_base_in_logs_and_receipts() {
 /// and its first block over 10,000 logs: every log's position, address, topics and data, and every 97th
 /// block's transactions and bloom.
 fn default_chain_digest() -> B256 {
-    let chain = Chain::new(crate::devnode::chain_params(
-        &crate::devnode::DevNodeConfig::default(),
-    ));
+    let chain = Chain::new(crate::chain_params(&crate::DevNodeConfig::default()));
     let state = chain.read();
     let dense = (0..)
         .map(|segment| segment * SEGMENT_LEN)

@@ -5,7 +5,7 @@
 //! encoded from the parsed `alloy_json_abi::Event` (topic0 is its `selector()`, never a hand-written hash).
 //!
 //! The default chain emits from [`ALL_CONTRACTS`]. Opt-in contracts ([`ANON`], the [`FACTORY`] and its pairs)
-//! come after them in [`EMITTERS`], so a chain without them draws exactly the numbers it always drew.
+//! come after them in `EMITTERS`, so a chain without them draws exactly the numbers it always drew.
 
 use std::sync::LazyLock;
 

@@ -8,9 +8,9 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use alloy_primitives::{keccak256, Address, B256};
+use devnode::contracts::{ALL_CONTRACTS, MISC, PAIR, TOKEN_A, TOKEN_B};
+use devnode::{DevNode, DevNodeConfig, Finality, GroundTruth, TooManyStyle, TruthLog};
 use futures::{SinkExt, StreamExt};
-use logslice::devnode::contracts::{ALL_CONTRACTS, MISC, PAIR, TOKEN_A, TOKEN_B};
-use logslice::devnode::{DevNode, DevNodeConfig, Finality, GroundTruth, TooManyStyle, TruthLog};
 use serde_json::{json, Value};
 use tokio_tungstenite::tungstenite;
 
@@ -1257,7 +1257,7 @@ async fn the_cli_serves_until_its_token_fires() {
     #[derive(clap::Parser)]
     struct Cli {
         #[command(flatten)]
-        args: logslice::devnode::cli::DevnodeArgs,
+        args: devnode::cli::DevnodeArgs,
     }
     // Reserve a free port, then hand it to the CLI.
     let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -1277,7 +1277,7 @@ async fn the_cli_serves_until_its_token_fires() {
     ])
     .expect("flags");
     let token = tokio_util::sync::CancellationToken::new();
-    let running = tokio::spawn(logslice::devnode::cli::run(cli.args, token.clone()));
+    let running = tokio::spawn(devnode::cli::run(cli.args, token.clone()));
     let url = format!("http://{addr}/v3/demo");
     let head = tokio::time::timeout(GUARD, async {
         loop {
@@ -1340,7 +1340,7 @@ async fn over_websocket_a_server_error_becomes_32603() {
 }
 
 // ---------------------------------------------------------------------------------------------------------
-// Finality tags a node may not know (`provider-errors.md`, "Block tags a node may not know")
+// Finality tags a node may not know (`docs/node-service.md`, "Block tags")
 
 /// Asserts that `response` is a `-32000` error with exactly `message`.
 fn assert_server_error(response: &Value, message: &str) {

@@ -142,7 +142,7 @@ impl Default for ChainConfig {
 }
 
 /// What a node answers for the `finalized` and `safe` block tags: nodes without a finality gadget, or clients
-/// that never learn one, do not answer a block (`provider-errors.md`, "Block tags a node may not know").
+/// that never learn one, do not answer a block (`docs/node-service.md`, "Block tags").
 ///
 /// | mode | `eth_getBlockByNumber("finalized")` | `eth_getBlockByNumber("safe")` | `eth_getLogs` with either tag |
 /// |---|---|---|---|
