@@ -7,10 +7,9 @@
 //!
 //! One kind of request may go out over the budget: a piece of a refused range that lies before every range
 //! waiting here, since those ranges wait for it and the buffer could not drain without it. A piece after the
-//! first waiting range waits for room like any range. Letting every piece through, as the fetcher did
-//! before, let the narrowings of several bursts at once fill the buffer with ranges that could not be sent
-//! yet: on the `bursts` preset 175,000 logs against a budget of 76,000, and 183-200 MB of peak RSS against
-//! 142-151 MB (docs/BENCHMARKS.md).
+//! first waiting range waits for room like any range. Letting every piece through would let the
+//! narrowings of several bursts at once fill the buffer with ranges that cannot be sent yet: on the
+//! `bursts` preset, 175,000 logs against a budget of 76,000 (docs/planner.md).
 
 use std::collections::BTreeMap;
 
