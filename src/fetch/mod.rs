@@ -142,7 +142,7 @@ pub(crate) fn join_failure(err: tokio::task::JoinError) -> String {
 /// Which logs to ask for over a range.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Selection {
-    /// One `eth_getLogs` filter each (see [`groups`]): a single group unless contracts filter their events'
+    /// One `eth_getLogs` filter each (see `groups`): a single group unless contracts filter their events'
     /// indexed parameters.
     pub groups: Vec<Group>,
     /// Every (address, topic0) of a selected contract's non-anonymous, unfiltered events: the narrow
@@ -483,7 +483,7 @@ fn spawn_by_filters(
     });
 }
 
-/// Where [`fetch_block_by_filters`] begins.
+/// Where `fetch_block_by_filters` begins.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FirstRequest {
     /// With the whole selection: the block may well fit.

@@ -2,7 +2,7 @@
 //! answers. No tokio, no I/O, no `rpc` types: its inputs are [`Outcome`]s, its outputs [`BlockRange`]s.
 //!
 //! Ranges are cut two ways. Ahead of the ranges it hands out, the planner asks for a density *survey* (see
-//! [`survey`]): the same blocks under a narrow filter that matches a few percent of the logs; from those
+//! `survey`): the same blocks under a narrow filter that matches a few percent of the logs; from those
 //! hits it cuts each range where the estimated logs, plus their sampling error, reach
 //! `target_logs_per_request`. Where no survey is possible (too few logs yet, no suitable narrow filter, or
 //! below the last block where a contract joins and the selection changes), it falls back to a span learned
@@ -213,7 +213,7 @@ impl Planner {
     }
 
     /// Weighs each block by the addresses the requests carry there, `joins` being the block each joins at
-    /// (a factory's children included), for the logs that come regardless of the probe (see [`addresses`]).
+    /// (a factory's children included), for the logs that come regardless of the probe (see `addresses`).
     pub fn weigh_by_addresses(&mut self, joins: Vec<BlockNumber>) {
         self.addresses = Addresses::joining_at(joins);
     }
