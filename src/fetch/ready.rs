@@ -48,7 +48,7 @@ impl Ready {
     /// Whether one more request may go out with `in_flight` requests out and `kept` logs held for split
     /// ranges' pieces: what waits, plus a target's worth per request in flight, stays under the budget.
     /// Surveys count like ranges: a survey answer is a body of up to a range's size, and one arriving on top
-    /// of a full budget was what raised the peak at 10x the chain (docs/BENCHMARKS.md).
+    /// of a full budget raises the peak RSS at 10x the chain (docs/bench-log/2026-11-24.md).
     pub(super) fn has_room(&self, kept: usize, in_flight: usize) -> bool {
         self.ranges.len() < MAX_READY_RANGES
             && self
