@@ -1,4 +1,4 @@
-//! Exit codes of `interface.md`, mapped from error classes in one `match`.
+//! The exit codes of `docs/schema.md`, mapped from error classes in one `match`.
 
 use crate::fetch;
 use crate::pipeline::Error;
@@ -21,8 +21,8 @@ pub const TEMPFAIL: u8 = 75;
 pub const CONFIG: u8 = 78;
 /// Interrupted by SIGINT/SIGTERM.
 pub const INTERRUPTED: u8 = 130;
-/// A bug in logslice (a task panicked); sysexits' EX_SOFTWARE. Not a code of `interface.md`'s table, whose
-/// codes all describe the node, the database or the input: this one says none of them is to blame.
+/// A bug in logslice (a task panicked); sysexits' EX_SOFTWARE. Every other code blames the node, the
+/// database or the input; this one says none of them is to blame.
 pub const SOFTWARE: u8 = 70;
 
 /// The exit code for a job's error.

@@ -55,14 +55,11 @@ fn main() -> ExitCode {
     }
     let mut runtime = tokio::runtime::Builder::new_multi_thread();
     // SQLite: one core is left to the database writer, SQLite's own thread outside the runtime: with a
-    // worker per core, fetching, parsing and an in-process node took CPU from the writer, the bottleneck.
-    // Measured on 2 cores (`logslice bench`, pairs alternating): end-to-end 20.5/17.4 s -> 15.4/15.0 s on
-    // the default chain, 18.1/17.7 s -> 15.9/14.7 s on the sparse preset at 250 ms; fetch-only got slower
-    // (2.0-2.5 s -> 3.3-3.6 s) and stayed 4x faster than the store; again with batches in turn, 85k
-    // against 123k logs/s. Postgres: a worker per core. Its writer's turns (`sink::InTurn`: each batch's
-    // COPY and commit) are tasks of the runtime, and with one worker they waited while it parsed and
-    // decoded: end-to-end 131-136k against 108-118k logs/s (docs/BENCHMARKS.md).
-    // `TOKIO_WORKER_THREADS` still overrides it.
+    // worker per core, fetching, parsing and an in-process node take CPU from the writer, the bottleneck
+    // (on 2 cores end to end runs 15-30% faster this way). Postgres: a worker per core. Its writer's turns
+    // (`sink::InTurn`: each batch's COPY and commit) are tasks of the runtime, and with one worker they
+    // wait while it parses and decodes. The measurements: docs/bench-log/2026-11-24.md and 2026-11-26.md.
+    // `TOKIO_WORKER_THREADS` overrides it.
     if std::env::var_os("TOKIO_WORKER_THREADS").is_none() {
         let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
         let workers = if app::writes_postgres(&cli) {

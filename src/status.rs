@@ -69,7 +69,7 @@ pub struct FactoryStatus {
     pub children: u64,
 }
 
-/// The secondary indexes (`interface.md`: `status` says when an index build is running).
+/// The secondary indexes (`docs/schema.md`: `status` says when an index build is running).
 #[derive(Debug, Clone, Serialize)]
 pub struct IndexStatus {
     /// `built` (every index is there), `pending` (deferred for a backfill, built when it reaches its

@@ -55,7 +55,7 @@ use alloy_dyn_abi::{DynSolEvent, DynSolType, Specifier};
 use alloy_json_abi::Event;
 use alloy_primitives::B256;
 
-/// How a parameter is stored; each backend maps a kind to its own SQL type (see `interface.md`).
+/// How a parameter is stored; each backend maps a kind to its own SQL type (see `docs/schema.md`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ColumnKind {
     /// `uint8..uint56`, `int8..int64`: fits in an i64 (SQLite INTEGER, Postgres NUMERIC(78,0) too).

@@ -103,7 +103,7 @@ impl Word {
         &self.bytes[..usize::from(self.len)]
     }
 
-    /// `0x` + lowercase hex, the form `interface.md` stores.
+    /// `0x` + lowercase hex, the form `docs/schema.md` stores.
     pub fn to_hex(&self) -> String {
         hex::encode_prefixed(self.as_bytes())
     }

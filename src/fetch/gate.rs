@@ -34,7 +34,7 @@ pub struct GateConfig {
     /// Requests in flight at once.
     pub max_concurrency: usize,
     /// Calls started per second, batch items counted one by one: never more in any window of a second
-    /// (plus [`WINDOW_MARGIN`]).
+    /// (plus `WINDOW_MARGIN`).
     pub requests_per_second: u32,
     /// Attempts after the first.
     pub max_retries: u32,

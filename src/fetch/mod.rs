@@ -45,7 +45,7 @@ use crate::rpc::{self, Blocks, Class, Client, LogFilter, SplitReason};
 
 /// A range asked for in several requests (chunks of addresses, several filters) is sized by its largest
 /// answer, so it may carry several requests' worth of logs; at most this many, since the log budget counts
-/// a range in flight as one request's worth: memory stays within twice what it was for one request.
+/// a range in flight as one request's worth: memory stays within twice one request's worth per range.
 const REQUESTS_OF_LOGS_PER_RANGE: usize = 2;
 
 /// Why fetching stopped.
@@ -142,7 +142,7 @@ pub(crate) fn join_failure(err: tokio::task::JoinError) -> String {
 /// Which logs to ask for over a range.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Selection {
-    /// One `eth_getLogs` filter each (see [`groups`]): a single group unless contracts filter their events'
+    /// One `eth_getLogs` filter each (see `groups`): a single group unless contracts filter their events'
     /// indexed parameters.
     pub groups: Vec<Group>,
     /// Every (address, topic0) of a selected contract's non-anonymous, unfiltered events: the narrow
@@ -279,7 +279,7 @@ pub async fn run(
     // What is fetched and not yet sent is bounded in logs, not in ranges: `max_concurrency` ranges of the
     // target size, counting each request in flight at the target, so with nothing waiting every worker can
     // be busy. Where the writer is the bottleneck (dense stretches) that is all it needs (a larger budget
-    // only sat in memory: +2 ranges cost 8 MB of peak at the same speed, docs/BENCHMARKS.md); where logs are
+    // only sits in memory: +2 ranges cost 8 MB of peak at the same speed, docs/bench-log/); where logs are
     // sparse, many small ranges fit, so the fetcher runs ahead through them while the writer is busy,
     // instead of idling with the network once it catches up.
     let target = usize::try_from(planner.target_logs()).unwrap_or(usize::MAX);
@@ -483,7 +483,7 @@ fn spawn_by_filters(
     });
 }
 
-/// Where [`fetch_block_by_filters`] begins.
+/// Where `fetch_block_by_filters` begins.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FirstRequest {
     /// With the whole selection: the block may well fit.

@@ -8,7 +8,7 @@
 //! 12 refusals for a block of 11,600 pair logs in a range of 4,000 blocks, where the whole range fits in a
 //! few requests of part of the addresses each. So a *piece* of a refused range that is refused again is
 //! asked for in address halves, and a half refused again in its own halves ([`ROUNDS`]); only if one of
-//! those is refused too does the piece go back to the planner to be split by blocks, as before, and its own
+//! those is refused too does the piece go back to the planner to be split by blocks, and its own
 //! pieces are not asked by addresses again: the excess is one contract's, and every level of the split would
 //! pay the halves again. A first refusal is split by blocks: a range merely a little over the cap costs less
 //! that way (its first piece fits, and the rest joins the next range).
@@ -29,9 +29,9 @@ use super::{Error, Gate, Group, Selection, Task, ADDRESSES_PER_REQUEST};
 const ROUNDS: usize = 2;
 
 /// A group of fewer addresses is not halved. Among a few contracts an excess is most often one contract's
-/// (a burst, a block over the cap for one address), found faster by blocks: with the 5 addresses of
-/// `bench`'s presets, halving cost `bursts` and `overcap` 14-25 more requests (docs/BENCHMARKS.md). A pool
-/// factory's pairs trade together.
+/// (a burst, a block over the cap for one address), found faster by blocks: halving the 5 addresses of
+/// `bench`'s presets costs `bursts` and `overcap` more requests (docs/planner.md). A pool factory's pairs
+/// trade together.
 const MIN_ADDRESSES: usize = 16;
 
 /// Logs of one block that make it an excess of its range: half the spec's cap.

@@ -7,10 +7,9 @@
 //!
 //! One kind of request may go out over the budget: a piece of a refused range that lies before every range
 //! waiting here, since those ranges wait for it and the buffer could not drain without it. A piece after the
-//! first waiting range waits for room like any range. Letting every piece through, as the fetcher did
-//! before, let the narrowings of several bursts at once fill the buffer with ranges that could not be sent
-//! yet: on the `bursts` preset 175,000 logs against a budget of 76,000, and 183-200 MB of peak RSS against
-//! 142-151 MB (docs/BENCHMARKS.md).
+//! first waiting range waits for room like any range. Letting every piece through would let the
+//! narrowings of several bursts at once fill the buffer with ranges that cannot be sent yet: on the
+//! `bursts` preset, 175,000 logs against a budget of 76,000 (docs/planner.md).
 
 use std::collections::BTreeMap;
 
@@ -49,7 +48,7 @@ impl Ready {
     /// Whether one more request may go out with `in_flight` requests out and `kept` logs held for split
     /// ranges' pieces: what waits, plus a target's worth per request in flight, stays under the budget.
     /// Surveys count like ranges: a survey answer is a body of up to a range's size, and one arriving on top
-    /// of a full budget was what raised the peak at 10x the chain (docs/BENCHMARKS.md).
+    /// of a full budget raises the peak RSS at 10x the chain (docs/bench-log/2026-11-24.md).
     pub(super) fn has_room(&self, kept: usize, in_flight: usize) -> bool {
         self.ranges.len() < MAX_READY_RANGES
             && self

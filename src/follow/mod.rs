@@ -1,6 +1,7 @@
 //! Head following: decides whether newly fetched headers extend what the database holds, where the common
 //! ancestor is after a reorg, and which empty answers cannot be trusted. Pure: it decides, it doesn't
-//! delete or fetch; `pipeline` applies a [`Decision::Rollback`] to the sink and does the I/O.
+//! delete or fetch; on a [`Decision::Reorg`] `pipeline` finds the ancestor, rolls the sink back and does
+//! the I/O.
 
 use std::collections::BTreeMap;
 

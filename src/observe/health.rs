@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 use super::{SECONDS_SINCE_ADVANCE, SECONDS_UNHEALTHY};
 
 /// When the checkpoint last advanced, and what the daemon is riding out, if anything; shared by the
-/// [`Observer`], `pipeline::run` and the `/health` route.
+/// [`super::Observer`], `pipeline::run` and the `/health` route.
 #[derive(Debug, Clone)]
 pub struct StallClock(Arc<Mutex<ClockState>>);
 

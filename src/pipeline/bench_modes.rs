@@ -13,7 +13,7 @@ use crate::sink::Timestamps;
 
 use super::{enrich, joined, open_job, Error, Job, Node, SyncReport, Target};
 
-/// The fetch-only ceiling for `bench`: the same requests as [`sync`] from every contract's start block,
+/// The fetch-only ceiling for `bench`: the same requests as [`super::sync`] from every contract's start block,
 /// answers parsed and dropped, nothing stored.
 ///
 /// # Errors
@@ -55,7 +55,7 @@ pub async fn fetch_only(config: &Config, target: Target) -> Result<SyncReport, E
 }
 
 /// The store-only ceiling for `bench`: decodes and commits the given ranges with no network, batched as
-/// [`sync`] batches them; with the last block `end` they reach, the secondary indexes are deferred and
+/// [`super::sync`] batches them; with the last block `end` they reach, the secondary indexes are deferred and
 /// built as `sync` would for that backfill (the build is timed).
 ///
 /// Batches commit one at a time, not in turn as `sync`'s writer commits them on Postgres (`sink::InTurn`):

@@ -70,7 +70,7 @@ impl std::str::FromStr for Target {
     }
 }
 
-/// Why a job stopped. [`crate::exit::code`] maps each to an exit code of `interface.md`.
+/// Why a job stopped. [`crate::exit::code`] maps each to an exit code of `docs/schema.md`.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The configuration cannot work (beyond what `config` validates alone).

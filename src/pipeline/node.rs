@@ -320,7 +320,7 @@ impl Node {
     }
 
     /// The node's finalized block: [`Finalized::Block`], or why there is none. A node that refuses the tag
-    /// is not asked again in this run (provider-errors.md: that answer does not change).
+    /// is not asked again in this run (docs/node-service.md: that answer does not change).
     ///
     /// # Errors
     /// [`Error::Node`] when the node cannot answer at all.

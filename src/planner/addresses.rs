@@ -1,11 +1,11 @@
 //! Blocks weighed by the addresses a request carries there. Where a factory's children multiply, the logs
 //! that come regardless of the probe (`super::background`) are mostly theirs, and grow with their number:
-//! on the `factory` preset, as the square of the height. A fit per block lagged that growth, and ranges
-//! cut by it over a quiet stretch of the probe were refused one after another (a range estimated under
-//! 9,500 logs held 22,700). Counted per address and block instead, the children's logs are steady, and
+//! on the `factory` preset, as the square of the height. A fit per block lags that growth, and ranges cut
+//! by it over a quiet stretch of the probe are refused one after another (there a range estimated under
+//! 9,500 logs holds 22,700). Counted per address and block instead, the children's logs are steady, and
 //! the ranges ahead are cut by the children known to exist there (read ahead of the backfill,
 //! `pipeline::foresight`). The span learned from answers where no survey covers a range is weighed the same
-//! way (`super::learning`). Without factories every block weighs one, as before. Pure arithmetic.
+//! way (`super::learning`). Without factories every block weighs one. Pure arithmetic.
 
 use std::sync::Arc;
 

@@ -1,20 +1,19 @@
 //! Logs the probe does not account for. The survey's estimate scales the probe's hits by its share of the
 //! answers, which assumes the other logs rise and fall with the probe's. Where another contract logs at its
 //! own steady pace (factory children beside a contract that bursts), the probe's share is high in its
-//! bursts and a tenth of that between them, so a quiet stretch was estimated at a tenth of its logs and
-//! refused, range after range (`bench --preset factory`: 52 refusals in 251 requests, most of them there).
+//! bursts and a tenth of that between them, so the share alone estimates a quiet stretch at a tenth of its
+//! logs, and its ranges are refused one after another (on the `factory` preset, most of its refusals).
 //!
 //! So each answer of `n` logs over `b` blocks with `k` probe logs is fitted as `n ≈ α·k + β·b`: `α` the logs
 //! that come with each probe log, `β` the logs per block that come regardless (weighted least squares,
 //! each answer by `1 / n`, as a count's variance grows with it). A fit is used only where the background
-//! carries a tenth of the recent logs or more; otherwise the share alone estimates, as before. The sums decay
+//! carries a tenth of the recent logs or more; otherwise the share alone estimates. The sums decay
 //! by [`DECAY`] per answer, so the fit follows a background that grows along the chain. With factories, a
 //! second fit counts each block once per address asked for there (`super::addresses`), and [`Fits`] uses
 //! it unless the fit by blocks forecast the answers clearly better. Pure arithmetic.
 //!
-//! Measured (`docs/BENCHMARKS.md`): `bench --preset factory`, 251 -> 205 `eth_getLogs` one request at a time
-//! (52 -> 26 refused), 277-284 -> 227-257 at eight; the simulated presets, whose contracts rise and fall
-//! together, are within a few requests of before (12,171 -> 12,188 over 40 chains, overcap seed 7 +18).
+//! What the fit saves on the `factory` preset, and what it costs the chains whose contracts rise and fall
+//! together, is measured in docs/planner.md.
 
 use super::addresses::Extent;
 
@@ -23,7 +22,7 @@ const MIN_ANSWERS: u64 = 6;
 /// Share of the recent logs that the background must carry for the fit to be used.
 const MIN_BACKGROUND_SHARE: f64 = 0.1;
 /// Each answer counted scales the sums before it by this: the background where children multiply grows
-/// along the chain, and a fit over all answers lagged it by half.
+/// along the chain, and a fit over all answers lags it by half.
 const DECAY: f64 = 0.8;
 /// The fit by blocks is used only where its miss is under this share of the fit by addresses': a factory's
 /// children are the likelier background, and where they add nothing the two fits are the same.

@@ -11,9 +11,8 @@ const CRUMB_SHARE: u64 = 10;
 
 /// A surveyed range of up to this many blocks is cut where its estimated logs, without their error, reach
 /// the target: in a stretch of thousands of logs a block, a range one block shorter loses a third of a
-/// request or more, more than the refusals the error risks cost (on the `dense` preset at 14.4 times its
-/// density, seeds 1-4 and 7: 683 requests with the error allowed for everywhere, 665 from two blocks on,
-/// 656 from three, 658 from five; no other simulated chain changed).
+/// request or more, more than the refusals the error risks cost (measured on the `dense` preset:
+/// docs/planner.md).
 const FEW_BLOCKS: u64 = 3;
 
 /// Whether cutting a range may wait for the survey to get further.

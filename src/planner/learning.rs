@@ -4,16 +4,16 @@
 //! Two spans are kept. Each answer leaves a [`Learned`] span for the range that starts right after it, and
 //! such a range is cut by that one ([`Planner::span_at`]). Anywhere else (the next new range when the
 //! blocks before it are still in flight) the planner falls back to its one running span, the last learned
-//! anywhere. With eight ranges in flight, answers of stretches far apart arrive interleaved: on the
-//! `bursts` preset a span learned inside a burst of one contract cut the quiet blocks after another burst
-//! into crumbs of forty blocks, and the running miss, fed by every burst's edge, held every range inside
-//! a burst at 0.6 of the target (docs/BENCHMARKS.md, "Spans learned where they apply").
+//! anywhere. With eight ranges in flight, answers of stretches far apart arrive interleaved: with one span
+//! only, a span learned inside a burst of one contract would cut the quiet blocks after another burst into
+//! crumbs of forty blocks, and the running miss, fed by every burst's edge, would hold every range inside a
+//! burst at 0.6 of the target (the `bursts` preset; docs/planner.md).
 //!
 //! Where a factory's children join as the blocks go (`super::addresses`), each answer also teaches its logs
 //! per block and address asked for there, and where that has foretold the answers better (the survey's fit
 //! chooses the same way, `super::background`), a range ends where the children known to exist ahead fill
 //! it: on a chain of 300 pairs that multiply as the square of the height, with no probe to survey by, ranges
-//! cut by the logs per block of the stretches behind were refused five at a time (docs/BENCHMARKS.md).
+//! cut by the logs per block of the stretches behind are refused five at a time.
 
 use crate::primitives::{BlockNumber, BlockRange};
 
@@ -35,20 +35,17 @@ pub(super) const INITIAL_MISS: f64 = 0.5;
 /// PRIOR_ANSWERS`); before that the running miss is the mean of the forecasts' misses and the assumed
 /// [`INITIAL_MISS`], which counts as [`PRIOR_ANSWERS`] answers.
 const MISS_ALPHA: f64 = 0.2;
-/// How many answers the assumed [`INITIAL_MISS`] weighs against the misses seen. Decayed by a fifth an
-/// answer from the first, it still made half the running miss after three forecasts that hit within 5% (a
-/// factory's pairs with no probe, docs/BENCHMARKS.md), and ranges went out at 0.65-0.8 of the target. Both
-/// running misses learn alike: with only the one by addresses learned this fast, it was preferred to the
-/// one by blocks too soon, and `bench --preset factory` met 12-29 more refusals.
+/// How many answers the assumed [`INITIAL_MISS`] weighs against the misses seen: half of one, so that three
+/// forecasts that hit within 5% raise the aim near its ceiling (decayed by a fifth an answer from the first
+/// instead, the assumption would still make half the running miss there, and ranges would go out at
+/// 0.65-0.8 of the target). Both running misses learn alike, so that neither is preferred for merely
+/// learning faster (docs/planner.md).
 const PRIOR_ANSWERS: f64 = 0.5;
 /// An answer grows the span to at most this many times its own length: an answer about a few blocks says
-/// little about thousands, but creeping up by doubling after a dense stretch cost hundreds of tiny requests
-/// on the simulated chain (docs/BENCHMARKS.md); a split costs one. (Tried at 16 and 32 for the span after
-/// an answer: `bursts` 4 and 7 requests fewer, `growth` 3 more, sparse seeds up to 4 more.) Once the node
-/// has suggested a range with a refusal, the span after an answer is not held to it: there an overshoot
-/// costs one refusal whose suggested range is a full answer of its own (simulated, suggesting node: bursts
-/// 102 -> 91 requests, seeds 1-4 492 -> 466, growth 584 -> 565; no other preset moved; 16 and 32 gave 97
-/// and 96).
+/// little about thousands, but creeping up by doubling after a dense stretch costs hundreds of tiny
+/// requests, where a split costs one. Once the node has suggested a range with a refusal, the span right
+/// after an answer is not held to it: there an overshoot costs one refusal whose suggested range is a full
+/// answer of its own (docs/planner.md).
 const MAX_GROWTH: u64 = 8;
 
 /// An answer of fewer logs than this foretells nothing: its own count errs by a quarter or more, and a
@@ -62,11 +59,9 @@ const MIN_TAIL_LOGS: u64 = 64;
 /// The tail's density replaces the whole answer's only where it differs from it by more than this factor
 /// (a burst beginning or ending in the answer): elsewhere it holds half the logs, so it errs more.
 const TAIL_CHANGE: f64 = 2.0;
-/// The miss a tail's forecast is aimed with. How well the answer before foretold this one says nothing of
-/// it (the tail is used because this answer changed), and that miss held the first range inside every burst
-/// at 0.6 of the target. Simulated (seed 7, then seeds 1-4 summed): 0.2 (an aim of 0.79) took bursts 159 ->
-/// 153 and 105 -> 102 requests (plain, suggesting node), 682 -> 673 and 495 -> 492, growth 713 -> 708,
-/// overcap (plain) 1,157 -> 1,163; 0 (0.95) 155, 101, 679, 490, 705, 1,165.
+/// The miss a tail's forecast is aimed with (an aim of 0.79). How well the answer before foretold this one
+/// says nothing of the tail (the tail is used because this answer changed), and aimed with that miss the
+/// first range inside every burst would go out at 0.6 of the target (docs/planner.md).
 const TAIL_MISS: f64 = 0.2;
 
 /// What one answer taught about the blocks after it.
@@ -147,8 +142,8 @@ impl Miss {
 
 /// The last blocks of an answer that hold half its logs: from the block of its middle log to its end.
 /// For the range right after the answer they foretell better than the whole answer: a range that ends a
-/// few dozen blocks into a burst holds thousands of quiet blocks too, and its average put the next range
-/// hundreds of blocks deep into the burst, refused (`bursts`, docs/BENCHMARKS.md).
+/// few dozen blocks into a burst holds thousands of quiet blocks too, and its average would put the next
+/// range hundreds of blocks deep into the burst, to be refused (`bursts`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Tail {
     /// The blocks, up to the answer's end.
@@ -162,8 +157,8 @@ pub struct Tail {
     end_share: f64,
     /// The last eighth of the answer's blocks (at least [`MIN_QUIET_BLOCKS`]), and the share of its logs
     /// they hold: whether a burst ended inside the answer, so that the survey is trusted again after it
-    /// (`Survey::weigh_burst_end`). A quarter missed most ends: the last piece of a burst holds a few of
-    /// its blocks in its last quarter more often than not (`bursts`, end to end).
+    /// (`Survey::weigh_burst_end`). An eighth, not a quarter: the last piece of a burst holds a few of its
+    /// blocks in its last quarter more often than not (`bursts`, end to end).
     quiet_blocks: u64,
     quiet_share: f64,
 }
@@ -299,7 +294,7 @@ impl Planner {
         self.span = self.clamp(ideal(running_miss, density).min(growth.max(self.span)));
         self.running.budget = weighed.and_then(|(all, _)| budget(running_miss, all));
         // Where the node suggests ranges, an overshoot costs one refusal whose suggested range is itself a
-        // full answer; held to `MAX_GROWTH`, the quiet blocks after a burst went out in crumbs.
+        // full answer; held to `MAX_GROWTH`, the quiet blocks after a burst would go out in crumbs.
         let local_growth = if self.suggests { u64::MAX } else { growth };
         let span = self.clamp(ideal(local_miss, ahead).min(local_growth));
         self.local.insert(
@@ -396,7 +391,7 @@ mod tests {
 
     /// An empty answer (a contract's first blocks) foretells nothing: after it and four answers of an even
     /// density, the aim of ranges cut by the running span has risen from the 0.61 of no history. Counted as
-    /// a forecast, its miss of a factor of 4,000 held the aim at its lowest, 0.6, through all of them.
+    /// a forecast, its miss of a factor of 4,000 would hold the aim at its lowest, 0.6, through all of them.
     #[test]
     fn an_empty_answer_does_not_lower_the_aim_of_the_ranges_after_it() {
         let mut planner = Planner::new(CONFIG, range(0, 1_000_000), []);
@@ -411,8 +406,8 @@ mod tests {
     }
 
     /// An even density is trusted within a few answers: after four answers of one pace (three forecasts
-    /// that hit), the aim of ranges cut by the running span is near its ceiling. The assumed miss decayed by
-    /// a fifth an answer still held it at 0.75 there.
+    /// that hit), the aim of ranges cut by the running span is near its ceiling (the assumed miss decayed by
+    /// a fifth an answer would hold it at 0.75 there).
     #[test]
     fn an_even_pace_raises_the_aim_within_a_few_answers() {
         let mut planner = Planner::new(CONFIG, range(0, 1_000_000), []);

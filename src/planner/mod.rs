@@ -2,7 +2,7 @@
 //! answers. No tokio, no I/O, no `rpc` types: its inputs are [`Outcome`]s, its outputs [`BlockRange`]s.
 //!
 //! Ranges are cut two ways. Ahead of the ranges it hands out, the planner asks for a density *survey* (see
-//! [`survey`]): the same blocks under a narrow filter that matches a few percent of the logs; from those
+//! `survey`): the same blocks under a narrow filter that matches a few percent of the logs; from those
 //! hits it cuts each range where the estimated logs, plus their sampling error, reach
 //! `target_logs_per_request`. Where no survey is possible (too few logs yet, no suitable narrow filter, or
 //! below the last block where a contract joins and the selection changes), it falls back to a span learned
@@ -16,6 +16,9 @@
 //! Invariant: the ranges reported [`Verdict::Done`] (plus those reported [`Verdict::SingleBlockOverflow`],
 //! which the caller completes by other means) tile `[start, end]` exactly: no gap, no overlap. Surveys
 //! never complete a range; they only inform where ranges are cut.
+//!
+//! `docs/planner.md` describes the model as a whole, and lists every tuning constant of this module and of
+//! `fetch` with the measurement behind its value; the comments here say what each bounds and why.
 
 mod addresses;
 mod background;
@@ -36,7 +39,8 @@ use learning::{Learned, Running};
 use narrowing::Held;
 use survey::Survey;
 
-/// A single block estimated above this multiple of the target is fetched by narrower filters at once.
+/// A single block estimated above this multiple of the target is fetched by narrower filters at once: above
+/// the survey's error for one block, below the cap (9,500 x 1.15 is under 11,000).
 const OVERFLOW_MARGIN: f64 = 1.15;
 /// Survey no further ahead than this many target-sized ranges: enough for the in-flight window, and it
 /// bounds the memory the hits take.
@@ -209,7 +213,7 @@ impl Planner {
     }
 
     /// Weighs each block by the addresses the requests carry there, `joins` being the block each joins at
-    /// (a factory's children included), for the logs that come regardless of the probe (see [`addresses`]).
+    /// (a factory's children included), for the logs that come regardless of the probe (see `addresses`).
     pub fn weigh_by_addresses(&mut self, joins: Vec<BlockNumber>) {
         self.addresses = Addresses::joining_at(joins);
     }
@@ -474,8 +478,8 @@ impl Planner {
 
     /// Distrusts the survey over `distrusted` when it put the surveyed `measured` far under the `logs` the
     /// node showed it holds (a refusal: more than the cap; an answer: its count). The probe's share does not
-    /// hold there, and cutting by its hits would have the pieces refused again and again (a burst of a
-    /// contract the probe does not see took 16 refusals on the `bursts` preset).
+    /// hold there, and cutting by its hits would have the pieces refused again and again (16 refusals for
+    /// one burst of a contract the probe does not see, on the `bursts` preset).
     fn distrust_if_surprised(&mut self, measured: BlockRange, logs: f64, distrusted: BlockRange) {
         if self.survey.covers(measured.start())
             && self.survey.covers(measured.end())

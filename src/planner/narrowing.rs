@@ -25,7 +25,7 @@
 //! The held blocks are contiguous (whatever the narrowing has not yet looked at, up to the refused range's end
 //! and anything held behind it), so once the excess is found they go out as few ranges as the span allows
 //! instead of one per level. The cost is latency, not requests: a narrowing takes as many round trips in a row
-//! as halving did, while the other workers fetch elsewhere.
+//! as halving would, while the other workers fetch elsewhere.
 
 use crate::primitives::{BlockNumber, BlockRange};
 
@@ -97,8 +97,8 @@ impl Planner {
     /// `range`, which blocks wait behind, was answered with `n` logs, far more than the survey estimated
     /// for it: the probe is blind there (a burst of a contract it does not see), so the blocks waiting
     /// behind it, the rest of the range refused with it, are cut by the answer's density
-    /// ([`Planner::span_at`]) instead of by the survey's hits. Without this, a burst met by a suggested
-    /// range was asked for in the survey's long ranges and refused once per suggestion.
+    /// ([`Planner::span_at`]) instead of by the survey's hits. Otherwise a burst met by a suggested range
+    /// would be asked for in the survey's long ranges and refused once per suggestion.
     pub(super) fn distrust_behind_if_blind(&mut self, range: BlockRange, n: u64) {
         let Some(held) = self.held.get(&range.start()) else {
             return;
@@ -168,8 +168,8 @@ impl Planner {
     /// The probe at `start` was a single block over the cap: it explains the refusal, so the rest is released
     /// at [`Self::span_after`]. Blocks over the cap come in runs: where the rest is refused in turn without a
     /// suggested range, the block right after this one is narrowed to first, alone (`Planner::judge`).
-    /// Halved from its start instead, the rest cost a refusal per halving for each block of a run (twelve
-    /// for each of a run of five on the `overcap` preset).
+    /// Halved from its start instead, the rest would cost a refusal per halving for each block of a run
+    /// (twelve per block on the `overcap` preset).
     pub(super) fn heavy_block_found(&mut self, start: BlockNumber) {
         let Some(held) = self.held.remove(&start) else {
             return;
@@ -190,9 +190,8 @@ impl Planner {
     /// The span after a narrowing that found a block over the cap: aimed by the density of its answered
     /// probes (the blocks around the heavy one), with the learned aim's room for error. Not capped by the
     /// span the narrowing began with: that is the planner's span at the refusal, which a narrowing elsewhere
-    /// may have shrunk to a few blocks, and the rest then went out in crumbs (seen on a factory chain whose
-    /// over-cap blocks are spread across pairs; simulated, overcap takes 1-5% fewer requests on five seeds,
-    /// the other presets the same).
+    /// may have shrunk to a few blocks, so that the rest would go out in crumbs (as on a factory chain whose
+    /// over-cap blocks are spread across pairs).
     fn span_after(&self, held: &Held) -> u64 {
         let (blocks, logs) = held.seen;
         if logs == 0 {
@@ -252,9 +251,9 @@ impl Planner {
     /// and the rest (with whatever waited behind the refused range) waits for its answer as behind a probe
     /// whose excess lies in the block right after it, the block that took the refused range over the cap
     /// (the suggestion ends right before it). So the rest is cut by the span `first`'s answer taught; sent at
-    /// once, the rest of a range refused inside a burst was refused in its turn, once per suggestion. And a
-    /// block that holds most of the refused logs goes out alone: asked for with the rest, a block over the
-    /// cap cost one more refusal.
+    /// once, the rest of a range refused inside a burst would be refused in its turn, once per suggestion.
+    /// And a block that holds most of the refused logs goes out alone: asked for with the rest, a block over
+    /// the cap costs one more refusal.
     ///
     /// A suggestion of the refused range's first block alone says that block, or it and the next, is over
     /// the cap: it is read by narrower filters at once, as is the block after a suggested range that held

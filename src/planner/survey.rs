@@ -20,10 +20,8 @@ use super::background::Fits;
 
 /// Full-answer logs to see before a probe is chosen. Few are enough: the share is taken two standard
 /// deviations low and sharpens with every answer, while each answer awaited without a probe is a range
-/// planned blind and, on a slow node, a round trip with the writer idle. On the sparse simulated chains,
-/// whose first range holds 100-150 logs before a dense burst, waiting for 1,000 cost up to ten refusals in a
-/// row and 300 cost a refusal and two round trips more; from 100 on the first answer chooses the probe, with
-/// no more requests on any seed of `fetch::simulation` (3 fewer on the sparse seed 7, 6 on seed 2).
+/// planned blind and, on a slow node, a round trip with the writer idle. At 100 the first answer of the
+/// sparse chains (100-150 logs before a dense burst) chooses the probe (docs/planner.md).
 const MIN_MIX_LOGS: u64 = 100;
 /// Answers awaited one at a time for a probe to be chosen.
 const MAX_LEARNING_ANSWERS: u64 = 4;
@@ -36,12 +34,12 @@ const PROBE_SHARE_BAND: (f64, f64) = (0.005, 0.15);
 /// surveys would cost more requests than their estimates save. A spot survey of a refused range needs only
 /// the probe: one request where narrowing the range blind takes several.
 const MIN_SURVEYED_RANGES: f64 = 8.0;
-/// Hits one survey aims at: 60% of the cap, as the survey span is itself a guess (tuned on eight seeds of
-/// the simulated chain: 4,000 cost more surveys, 8,000 more refusals).
+/// Hits one survey aims at: 60% of the cap, as the survey span is itself a guess; fewer cost more surveys,
+/// more cost refusals (docs/planner.md).
 pub(super) const SURVEY_HITS: u64 = 6_000;
 /// Standard deviations of Poisson error allowed for when cutting a range by estimate. With the target at
-/// 95% of the cap this leaves about two standard deviations between an estimate and a refusal; 1.5 and 2
-/// cost 2-4% more requests on the simulated chains for no fewer refusals.
+/// 95% of the cap this leaves about two standard deviations between an estimate and a refusal; a wider
+/// margin costs requests for no fewer refusals (docs/planner.md).
 pub(super) const SIGMAS: f64 = 1.0;
 /// Standard deviations of Poisson error beyond which an answer in a distrusted stretch is a burst the probe
 /// does not see ([`Survey::weigh_distrusted`]): wide, as a few dozen logs carry one or two probe hits.
@@ -346,9 +344,9 @@ impl Survey {
     /// Weighs the answer of `n` logs for `range` against the survey, where `range` starts in a distrusted
     /// stretch: an answer over the survey's count by more than [`AGREE_SIGMAS`] is the burst that made the
     /// survey wrong there; one within it, after such a burst, says the burst is over, and the survey is
-    /// trusted again after `range`. Without this, the blocks after a burst of a contract the probe does not
-    /// see were cut by spans regrown from the burst's few dozen blocks, three or four answers of a few
-    /// hundred logs each up to the refused range's end, though the survey was right there.
+    /// trusted again after `range`. Otherwise the blocks after a burst of a contract the probe does not see
+    /// would be cut by spans regrown from the burst's few dozen blocks, three or four answers of a few
+    /// hundred logs each up to the refused range's end, though the survey is right there.
     pub(super) fn weigh_distrusted(&mut self, range: BlockRange, n: u64, extent: Extent) {
         let Some(start) = self
             .distrusted_start(range.start())
@@ -373,9 +371,9 @@ impl Survey {
 
     /// The answer for `range`, weighed a burst in a distrusted stretch ([`Self::weigh_distrusted`]), ended
     /// with the blocks `end` holding `logs`: where the survey's hits account for those, the burst ended
-    /// inside `range`, and the survey is trusted again after it. Else the blocks after the burst waited for
-    /// an answer that agreed with the survey, cut by the burst's own span: a request of a few dozen logs
-    /// after each burst.
+    /// inside `range`, and the survey is trusted again after it. Otherwise the blocks after the burst would
+    /// wait for an answer that agrees with the survey, cut by the burst's own span: a request of a few dozen
+    /// logs after each burst.
     pub(super) fn weigh_burst_end(
         &mut self,
         range: BlockRange,

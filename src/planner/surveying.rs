@@ -13,7 +13,7 @@ impl Planner {
     pub fn observe_mix(&mut self, range: BlockRange, n_logs: u64, per_candidate: &[u64]) {
         if range.start() >= self.sampling_from {
             // Counted, a burst of logs the probe does not see would lower its share everywhere: on the
-            // `bursts` preset every quiet stretch after one was then cut several times too short. The first
+            // `bursts` preset every quiet stretch after one would be cut several times too short. The first
             // part of a refused range (a suggested range, a narrowing's probe) is weighed as a burst too:
             // the refusal already said the survey was short there.
             let extent = self.addresses.extent(range.start(), range.end());
@@ -41,7 +41,7 @@ impl Planner {
     /// than the in-flight window needs.
     ///
     /// The spot survey is what makes the first refusals cheap: before any survey, a range over the cap is
-    /// halved blind, and a dense burst around one heavy block took a dozen round trips in a row to narrow
+    /// halved blind, and a dense burst around one heavy block takes a dozen round trips in a row to narrow
     /// down, with the writer idle. Once the first answers have chosen a probe, one spot survey of the
     /// refused blocks lets the planner cut them where their logs are and send a heavy block straight to
     /// narrower filters.

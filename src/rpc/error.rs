@@ -1,7 +1,7 @@
 //! `rpc::Error` and its classification: the one place that decides what a node's answer means.
 //!
 //! `-32005` alone means three things (too many results, query timeout, and at Infura a rate limit), and other
-//! providers word the same conditions under other codes (see `shared/provider-errors.md`). So classification
+//! providers word the same conditions under other codes (see `docs/node-service.md`). So classification
 //! looks at the code *and* the message, here and nowhere else: callers match on [`Class`], never on strings.
 
 use std::time::Duration;
@@ -437,7 +437,7 @@ mod tests {
         );
     }
 
-    /// provider-errors.md, "Block tags a node may not know": none of these changes within a run.
+    /// docs/node-service.md, "Block tags": none of these changes within a run.
     #[test]
     fn classifies_a_refused_block_tag_as_fatal_not_transient() {
         check(rpc(-32000, "finalized block not found"), Class::Fatal);

@@ -187,7 +187,7 @@ impl Client {
     /// order asked; `None` where the node does not know the block.
     ///
     /// # Errors
-    /// [`Error::BatchRefused`] when the node refuses batches as such (see [`Error::of_whole_batch`]:
+    /// [`Error::BatchRefused`] when the node refuses batches as such (see `Error::of_whole_batch`:
     /// refusal codes and wordings, HTTP 400/405/413/501, one answer for the whole batch, an answer that is
     /// not one response per call) and over WebSocket (see [`Self::supports_batches`]); otherwise the
     /// first error answer of any call, or the request's own failure (a 429, a timeout...), as [`Self::call`].

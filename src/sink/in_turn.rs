@@ -38,7 +38,7 @@ pub struct Committed {
     pub elapsed: Duration,
 }
 
-/// Commits batches in the order they are submitted, up to [`IN_FLIGHT`] at once on Postgres; made with
+/// Commits batches in the order they are submitted, up to `IN_FLIGHT` at once on Postgres; made with
 /// `InTurn::default()` by a stage that commits many.
 #[derive(Debug, Default)]
 pub struct InTurn {

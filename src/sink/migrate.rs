@@ -51,8 +51,8 @@ pub(super) const SQLITE: &[(i64, &str, &str)] = &[
 ];
 
 /// `(version, description, sql)` of every Postgres migration, in order; numbered like [`SQLITE`] up to 6.
-/// 7 and 8 are Postgres's alone: 7, the raw table as BYTEA (SQLite keeps the hex TEXT `interface.md` fixes
-/// for it); 8, the log and transaction indexes as BIGINT (SQLite's INTEGER has always held 64 bits). A
+/// 7 and 8 are Postgres's alone: 7, the raw table as BYTEA (SQLite keeps hex TEXT, `docs/schema.md`);
+/// 8, the log and transaction indexes as BIGINT (SQLite's INTEGER has always held 64 bits). A
 /// migration both backends need takes the next number on both, leaving SQLite's gap.
 pub(super) const POSTGRES: &[(i64, &str, &str)] = &[
     (

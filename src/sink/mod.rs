@@ -1,6 +1,6 @@
-//! Storage: the schema of `interface.md`, and one transaction per [`Batch`] holding its raw rows, typed rows
+//! Storage: the schema of `docs/schema.md`, and one transaction per [`Batch`] holding its raw rows, typed rows
 //! and checkpoints. The sink knows batches, checkpoints and block ranges; it never sees a URL, an
-//! `rpc::Error` or a transport. Every typed value becomes the text form `interface.md` fixes here, with one
+//! `rpc::Error` or a transport. Every typed value becomes the text form of `docs/schema.md` here, with one
 //! function each way ([`hex`]).
 //!
 //! What both backends do is written once: `prepare` (the typed tables and the checks that refuse a changed
@@ -49,7 +49,7 @@ pub use timestamps::{Timestamps, META_BLOCK_TIMESTAMPS};
 pub use transactions::{TransactionRow, Transactions, META_TRANSACTIONS};
 
 /// The unique key of every typed table created from now on, on both backends: the raw table's identity
-/// (`interface.md`: the database holds only canonical logs, so `(block_number, log_index)` names one log;
+/// (`docs/schema.md`: the database holds only canonical logs, so `(block_number, log_index)` names one log;
 /// an orphaned block's rows are deleted before its replacement is written). In block order a backfill
 /// appends to it, and its prefix serves `block_number` ranges, so typed tables need no other index.
 ///
@@ -621,7 +621,7 @@ impl Sink {
 /// Rows of [`Sink::fetch`]: each a column list, `None` for NULL.
 type Rows = Vec<Vec<Option<String>>>;
 
-/// The text forms of `interface.md`: `0x` + lowercase hex.
+/// The text forms of `docs/schema.md`: `0x` + lowercase hex.
 pub mod hex {
     /// Bytes as `0x` + lowercase hex (`0x` when empty).
     pub fn encode(bytes: impl AsRef<[u8]>) -> String {

@@ -2,8 +2,8 @@
 //! rows), ready to stream with `COPY <table> (<columns>) FROM STDIN (FORMAT binary)`. Pure: no I/O, so the
 //! encoding runs wherever the caller likes (the decoding stage, off the writer).
 //!
-//! Binary COPY was the fastest insert measured into Postgres (`/work/shared/crates-notes.md`: 309-339k rows/s
-//! against 169-208k for UNNEST arrays), and a block-ordered key makes the table's side cheap too. COPY has no
+//! Binary COPY was the fastest insert measured into Postgres (309-339k rows/s against
+//! 169-208k for UNNEST arrays, measured alone before the store was written), and a block-ordered key makes the table's side cheap too. COPY has no
 //! `ON CONFLICT`, so it is only used for a batch whose blocks hold no row yet (`postgres.rs` checks that in
 //! the batch's transaction); the rest (a replay, a contract joining below another's checkpoint) keeps the
 //! conflict-checked `UNNEST` insert.
@@ -12,7 +12,7 @@
 //! row a 16-bit field count and each field as a 32-bit length (-1 for NULL) and its binary form as the type's
 //! `recv` function reads it, then a trailer of -1. The raw table's hashes, addresses, topics and data are
 //! BYTEA (migration 0007: the bytes as they are, half of hex text); the typed tables' are `0x` + hex TEXT.
-//! Not here: which columns a table has (`prepare`), or the text forms of `interface.md` beyond writing them
+//! Not here: which columns a table has (`prepare`), or the text forms of `docs/schema.md` beyond writing them
 //! (`super::hex`).
 
 use crate::decode::{ColumnKind, Integer, Value, MAX_DECIMAL_LEN};
@@ -49,8 +49,8 @@ pub(super) struct CopyBatch {
     pub span: Option<(i64, i64)>,
 }
 
-/// Encodes a [`super::write::check`]ed batch for binary COPY, the columns in the order `interface.md` and
-/// `prepare` give them (`block_timestamp` after `data` in `logs`, after `address` in typed tables).
+/// Encodes a [`super::write::check`]ed batch for binary COPY, the columns in the order `docs/schema.md`
+/// and `prepare` give them (`block_timestamp` after `data` in `logs`, after `address` in typed tables).
 ///
 /// # Errors
 /// [`Error::Malformed`] when a value is not of its column's kind or a number is not decimal text (a bug

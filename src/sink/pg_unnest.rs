@@ -61,7 +61,7 @@ pub(super) fn inserts(
     batch: &Batch,
 ) -> Result<Vec<Insert>, Error> {
     let mut inserts = Vec::new();
-    // `block_timestamp` when stored: after `data` in `logs`, after `address` in typed tables (interface.md).
+    // `block_timestamp` when stored: after `data` in `logs`, after `address` in typed tables (docs/schema.md).
     let stored = timestamps == Timestamps::Stored;
     let timestamps_of = |logs: &[&Log]| {
         Array::BigInt(

@@ -14,12 +14,12 @@
 //!   With the block-ordered key the insert into the table is cheap, and a staging table would copy every
 //!   row twice; see `docs/BENCHMARKS.md` for the figures since.
 //! - **BYTEA in the raw table, hex TEXT in the typed tables.** `logs`' hashes, addresses, topics and data
-//!   are BYTEA (migration 0007; `interface.md` allows it): the backfill is bound by the bytes Postgres
+//!   are BYTEA (migration 0007; `docs/schema.md`): the backfill is bound by the bytes Postgres
 //!   writes (each new heap page, then the WAL with the same rows), and hex text is twice the bytes; this
 //!   alone made store-only 45-60% faster. The typed tables keep `0x` + lowercase hex TEXT, byte-identical to
-//!   SQLite's, as `interface.md` fixes it for them. Statements shared with SQLite compare a raw column with
+//!   SQLite's, as `docs/schema.md` gives them. Statements shared with SQLite compare a raw column with
 //!   a hex parameter through [`Dialect::raw_hex`].
-//! - **Integers** of every width are `NUMERIC(78,0)` (`interface.md`: exact): written in `numeric`'s binary
+//! - **Integers** of every width are `NUMERIC(78,0)` (`docs/schema.md`: exact): written in `numeric`'s binary
 //!   form by COPY, bound as decimal text and cast in SQL (`$n::text[]::numeric[]`) by UNNEST; no
 //!   `bigdecimal` dependency, no precision loss.
 //! - **JSON** (arrays and tuples) is `JSONB`: queryable with `->`/`@>` and indexable. Postgres normalises its
@@ -112,7 +112,7 @@ pub(super) const DIALECT: Dialect = Dialect {
     max_table_name: Some(("Postgres", MAX_IDENTIFIER_BYTES)),
     raw_hex: |param| format!("decode(substr({param}, 3), 'hex')"),
     // Earlier versions made typed tables' `log_index` an `integer`, too narrow for the indexes some chains
-    // give (interface.md: 0xffffffe2 is seen).
+    // give (docs/schema.md: 0xffffffe2 is seen).
     widened: &[("log_index", "integer")],
 };
 
@@ -419,7 +419,7 @@ pub(super) async fn occupied(
 /// The column type of a parameter, spelled as Postgres's `format_type` prints it (so `prepare` can compare).
 fn sql_type(kind: ColumnKind) -> &'static str {
     match kind {
-        // interface.md: uint*/int* exact, NUMERIC(78,0) (78 digits hold every uint256 and int256).
+        // docs/schema.md: uint*/int* exact, NUMERIC(78,0) (78 digits hold every uint256 and int256).
         ColumnKind::Int64 | ColumnKind::BigInt => "numeric(78,0)",
         ColumnKind::Address | ColumnKind::FixedBytes | ColumnKind::TopicHash | ColumnKind::Text => {
             "text"

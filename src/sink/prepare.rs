@@ -112,7 +112,7 @@ pub(super) async fn check_chain_id(sink: &Sink, chain_id: u64) -> Result<(), Err
 }
 
 /// The fixed columns of a typed table: `dialect.typed_fixed`, then `block_timestamp` when stored
-/// (interface.md: after `address`, before the event's parameters).
+/// (docs/schema.md: after `address`, before the event's parameters).
 pub(super) fn typed_fixed(
     dialect: &Dialect,
     timestamps: Timestamps,

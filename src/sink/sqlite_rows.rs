@@ -81,7 +81,7 @@ impl TableRows {
         });
     }
 
-    /// `0x` + lowercase hex, as `interface.md` stores bytes in text columns.
+    /// `0x` + lowercase hex, as `docs/schema.md` stores bytes in text columns.
     pub fn hex(&mut self, raw: &[u8]) {
         let start = self.bytes.len();
         super::hex::encode_into(raw, &mut self.bytes);
@@ -157,7 +157,7 @@ pub(super) fn encode(
     let stored = timestamps == Timestamps::Stored;
     let timestamp_column = if stored { ", block_timestamp" } else { "" };
     let mut all = Vec::new();
-    // interface.md: the database holds only canonical logs, so `(block_number, log_index)` is a log's
+    // docs/schema.md: the database holds only canonical logs, so `(block_number, log_index)` is a log's
     // identity (rows of an orphaned block are deleted before its replacement is written).
     let mut raw = TableRows::new(
         "inserting raw logs",

@@ -235,7 +235,7 @@ pub(super) async fn settle(sink: &mut Sink, wanted: Transactions) -> Result<(), 
         )])
         .await?;
     }
-    // interface.md: the table is there only with `[sync] transactions = true`. Migration 0005 creates it; a
+    // docs/schema.md: the table is there only with `[sync] transactions = true`. Migration 0005 creates it; a
     // database where it was never on drops it (it is empty: nothing was ever written to it), and switching
     // it on (allowed only while `logs` is empty) creates it again.
     let ever_on =

@@ -21,7 +21,7 @@ use crate::support::{
     self, all_contracts, assert_db_matches_truth, node_config, query_texts, Backend, Held, Workdir,
 };
 
-/// The index of `logs` a backfill defers (`interface.md`: indexed for `(address, topic0, block_number)`).
+/// The index of `logs` a backfill defers (`docs/schema.md`: indexed for `(address, topic0, block_number)`).
 const LOGS_INDEX: &str = "logs_address_topic0_block_number";
 
 /// Whether `index` exists, as the catalog says from a connection of the test's own.

@@ -1,4 +1,4 @@
-//! Log indexes past 2^31 (`interface.md`: some chains number logs past 2^31, 0xffffffe2 is seen; issue 57,
+//! Log indexes past 2^31 (`docs/schema.md`: some chains number logs past 2^31, 0xffffffe2 is seen; issue 57,
 //! item 4): stored exactly on both backends, raw and typed; a database of the versions whose Postgres
 //! indexes were INTEGER is migrated in place and then takes them; an index no column holds (above
 //! `i64::MAX`) fails its batch with exit 65 naming the log, and nothing of that batch is written.

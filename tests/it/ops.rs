@@ -1,6 +1,6 @@
 //! Operating logslice (issue #8): `status`, `check`, `sync --reindex`, progress lines, `/metrics` and
 //! `/health` over a real socket, and the catalogue of bad inputs: each runs the binary and asserts the
-//! exit code of `interface.md`, that the message names the file, the field and the fix, and that neither
+//! exit code of `docs/schema.md`, that the message names the file, the field and the fix, and that neither
 //! a recognisable API key nor a database password appears anywhere in the output.
 
 use std::path::{Path, PathBuf};

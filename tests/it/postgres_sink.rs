@@ -137,7 +137,7 @@ pub(crate) type RawRow = (
     String,
 );
 
-/// A raw row as `interface.md` says it is stored.
+/// A raw row as `docs/schema.md` says it is stored.
 pub(crate) fn raw_row(log: &Log) -> RawRow {
     let topic = |i: usize| log.topics.get(i).map(hex);
     (
@@ -613,7 +613,7 @@ type TypedPgRow = (
 
 /// Goal: every column kind round-trips exactly, including uint256 max, int256 min, bytes with 0x00, and a NUL
 /// inside a string (stored as U+FFFD) or inside a JSON string. Method: commit, read back with NUMERIC and
-/// JSONB as text, compare with what interface.md says is stored.
+/// JSONB as text, compare with what docs/schema.md says is stored.
 #[tokio::test]
 async fn every_column_kind_reads_back_as_written_in_postgres() {
     let mut db = prepared(Backend::Postgres).await;
@@ -669,7 +669,7 @@ async fn every_column_kind_reads_back_as_written_in_postgres() {
     db.sink.close().await;
 }
 
-/// Goal: the column types follow interface.md, and a changed type under the same name is refused.
+/// Goal: the column types follow docs/schema.md, and a changed type under the same name is refused.
 #[tokio::test]
 async fn prepare_refuses_a_column_whose_type_changed_in_postgres() {
     let mut db = prepared(Backend::Postgres).await;

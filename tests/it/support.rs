@@ -339,7 +339,7 @@ pub fn int_text(backend: Backend, column: &str) -> String {
     }
 }
 
-/// A hash, address, topic or data column of the raw table as `interface.md`'s text, `0x` + lowercase hex:
+/// A hash, address, topic or data column of the raw table as `docs/schema.md`'s text, `0x` + lowercase hex:
 /// itself on SQLite, its BYTEA as that text on Postgres (migration 0007).
 pub fn raw_hex_text(backend: Backend, column: &str) -> String {
     match backend {
@@ -506,7 +506,7 @@ async fn assert_db_holds_from(
             }
             let table = format!("{}_{}", c.name, snake(&event.name));
             let columns = db.columns(&table).await;
-            // interface.md: block_timestamp after address, before the parameters, exactly when logs has it.
+            // docs/schema.md: block_timestamp after address, before the parameters, exactly when logs has it.
             let n_fixed = 5 + usize::from(stamped);
             assert_eq!(
                 columns.get(5).is_some_and(|c| c == "block_timestamp"),
@@ -656,7 +656,7 @@ fn check_value(
     assert_eq!(actual, wanted, "{what}");
 }
 
-/// The JSON form `interface.md` asks of arrays and tuples: integers as decimal strings, bytes as hex.
+/// The JSON form `docs/schema.md` gives arrays and tuples: integers as decimal strings, bytes as hex.
 fn json_of(value: &DynSolValue) -> serde_json::Value {
     use serde_json::Value;
     match value {

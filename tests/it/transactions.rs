@@ -150,7 +150,7 @@ async fn transactions_equal_the_ground_truth_and_cost_one_read_per_block_with_lo
     let (off, off_reads) = synced(&node, backend, "", Target::Number(TARGET)).await;
     assert!(
         support::columns(&off, "transactions").await.is_empty(),
-        "off by default: no transactions table (interface.md)"
+        "off by default: no transactions table (docs/schema.md)"
     );
     let (on, on_reads) = synced(
         &node,
@@ -318,7 +318,7 @@ async fn switching_transactions_on_for_a_database_with_logs_is_refused(backend: 
 }
 both_backends!(switching_transactions_on_for_a_database_with_logs_is_refused);
 
-/// Goal: the table exists only with `[sync] transactions = true` (interface.md): a database opened with it off
+/// Goal: the table exists only with `[sync] transactions = true` (docs/schema.md): a database opened with it off
 /// has none, and switching it on while no log is stored creates it and fills it exactly. Method: a sync to
 /// block 0 (no logs) with it off, then a sync with it on, compared with the truth.
 async fn the_table_exists_only_while_it_is_wanted(backend: Backend) {
