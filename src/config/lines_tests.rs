@@ -1,0 +1,136 @@
+//! Where errors point: each error names the line of the value (or key, or table) it is about, several
+//! errors are reported together, and a type error hides nothing else.
+
+use std::path::Path;
+
+use super::load_str;
+
+/// Loads `lines` joined by newlines (so line N of the config is `lines[N - 1]`) and compares every error.
+fn check_errors(lines: &[&str], expected: &[&str]) {
+    let text = lines.join("\n");
+    let errors = match load_str(Path::new("config.toml"), &text, &|_| None) {
+        Ok(_) => panic!("expected errors, the config loaded:\n{text}"),
+        Err(errors) => errors.0,
+    };
+    let actual: Vec<String> = errors.iter().map(ToString::to_string).collect();
+    assert_eq!(actual, expected, "\n--- config:\n{text}");
+}
+
+const NODE_AND_DATABASE: [&str; 4] = [
+    "[node]",
+    "url = \"sim://\"",
+    "[database]",
+    "url = \"sqlite::memory:\"",
+];
+
+#[test]
+fn each_error_names_the_line_of_its_value() {
+    check_errors(
+        &[
+            "[node]",
+            "url = \"sim://\"",
+            "max_concurrency = 0",
+            "",
+            "[database]",
+            "url = \"sqlite::memory:\"",
+            "",
+            "[sync]",
+            "poll_interval = \"0s\"",
+            "",
+            "[[contracts]]",
+            "name = \"usdc\"",
+            "address = \"0x12\"",
+            "events = [\"event Transfer(address indexed from, address indexed to, uint256 value)\"]",
+        ],
+        &[
+            "config.toml:3: node.max_concurrency: 0 is below the minimum 1 (set it to 1 or more)",
+            "config.toml:9: sync.poll_interval: \"0s\" is zero (use a duration above zero)",
+            "config.toml:13: contracts[0].address: \"0x12\" is not a 20-byte address (write 0x and 40 hex digits)",
+        ],
+    );
+}
+
+/// Unknown keys come first, in file order, each at its own line, however deep its table.
+#[test]
+fn unknown_keys_in_nested_tables_are_reported_at_their_line() {
+    let mut lines = NODE_AND_DATABASE.to_vec();
+    lines.extend([
+        "[[contracts]]",
+        "name = \"f\"",
+        "address = \"0x5c69bee701ef814a2b6a3edd4b1652cb9cc5aa6f\"",
+        "events = [\"event PairCreated(address indexed token0, address indexed token1, address pair, uint256 index)\"]",
+        "[[contracts]]",
+        "name = \"pair\"",
+        "events = [\"event Sync(uint112 reserve0, uint112 reserve1)\"]",
+        "factory = { contract = \"f\", event = \"PairCreated\", paramter = \"pair\" }",
+        "strat_block = 5",
+        "[metrics]",
+        "addr = \"127.0.0.1:9090\"",
+        "max_stal = \"1m\"",
+    ]);
+    check_errors(
+        &lines,
+        &[
+            "config.toml:12: contracts[1].factory.paramter: unknown key \"paramter\" (did you mean \"parameter\"?)",
+            "config.toml:13: contracts[1].strat_block: unknown key \"strat_block\" (did you mean \"start_block\"?)",
+            "config.toml:16: metrics.max_stal: unknown key \"max_stal\" (did you mean \"max_stall\"?)",
+            "config.toml:12: contracts[1].factory.parameter: is missing (write parameter = \"pair\")",
+        ],
+    );
+}
+
+/// A value of the wrong type is one error among the others: the rest of the file is still checked.
+#[test]
+fn a_type_error_hides_no_other_error() {
+    check_errors(
+        &[
+            "[node]",
+            "url = \"sim://\"",
+            "max_concurrency = \"8\"",
+            "max_retries = -1",
+            "request_timeout = 15",
+            "[database]",
+            "url = 5",
+            "[[contracts]]",
+            "name = \"usdc\"",
+            "address = 1",
+            "events = \"Transfer\"",
+        ],
+        &[
+            "config.toml:3: node.max_concurrency: is a string, not an integer (write a whole number without quotes)",
+            "config.toml:5: node.request_timeout: is a integer, not a string (put the value in double quotes)",
+            "config.toml:5: node.request_timeout: needs a unit (write a duration like \"15s\" or \"250ms\")",
+            "config.toml:4: node.max_retries: -1 is negative (write a number of 0 or more)",
+            "config.toml:7: database.url: is a integer, not a string (put the value in double quotes)",
+            "config.toml:10: contracts[0].address: is a integer, not a string (write address = \"0x...\" or addresses = [\"0x...\", ...])",
+            "config.toml:11: contracts[0].events: is a string, not an array (write events = [\"...\"])",
+        ],
+    );
+}
+
+/// A key that is missing is reported at the header of the table that lacks it; a missing section has no line.
+#[test]
+fn missing_keys_are_reported_at_their_tables_header() {
+    check_errors(
+        &["[node]", "transport = \"ws\"", "", "[[contracts]]", "name = \"a\""],
+        &[
+            "config.toml:1: node.url: is missing (write sim://, https://host/path or wss://host/path)",
+            "config.toml: database: is missing (add a [database] section with url = \"sqlite://logslice.db\")",
+            "config.toml: database.url: is missing (write url = \"sqlite://logslice.db\" or \"postgres://user@host/db\")",
+            "config.toml:4: contracts[0].address: is missing (write address = \"0x...\" or addresses = [\"0x...\", ...])",
+            "config.toml:4: contracts[0].abi: is missing, and so is events (give abi = \"path/to/abi.json\", or events = [\"event Transfer(address indexed from, address indexed to, uint256 value)\"])",
+        ],
+    );
+}
+
+#[test]
+fn a_table_written_as_a_value_is_one_error() {
+    check_errors(
+        &["node = \"sim://\"", "contracts = 3", "[database]", "url = \"sqlite::memory:\""],
+        &[
+            "config.toml:1: node: is a string, not a table (write it as a [node] section)",
+            "config.toml: node.url: is missing (write sim://, https://host/path or wss://host/path)",
+            "config.toml:2: contracts: is a integer, not an array of tables (add a [[contracts]] section with name, address, and abi or events)",
+        ],
+    );
+}
