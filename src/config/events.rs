@@ -1,9 +1,10 @@
 //! The events of a `[[contracts]]` entry: from a JSON ABI file and/or inline signatures, each checked to
-//! resolve into a decoder and given its table name.
+//! resolve into a decoder and given its table name; two anonymous events a log cannot tell apart are
+//! refused.
 //!
 //! Reads the ABI files a config names; nothing else touches the disk.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
 
 use alloy_json_abi::{Event, JsonAbi};
@@ -138,6 +139,7 @@ pub(super) fn events(
             with_table_names(contract_name, parsed)
         }
     };
+    let ties_ok = check_anonymous_ties(checker, contract_name, &named);
     let mut ok = true;
     let mut events = Vec::new();
     for (event, origin, table) in named {
@@ -163,7 +165,7 @@ pub(super) fn events(
     }
     named_selectors.sort();
     named_selectors.dedup();
-    (ok && all_parsed).then_some((events, named_selectors))
+    (ok && all_parsed && ties_ok).then_some((events, named_selectors))
 }
 
 /// Inline signatures (no ABI), each with where it is written; bad ones are reported and left out, and a
@@ -195,6 +197,33 @@ fn parse_signatures(
     let mut seen = BTreeSet::new();
     parsed.retain(|(event, _)| seen.insert(event.full_signature()));
     parsed
+}
+
+/// Refuses two anonymous events of one contract with the same number of indexed parameters: with no
+/// selector topic, a log's topic count is all that says which event it is, so such a log would be either.
+/// `false` when there is such a pair (reported at the later one).
+fn check_anonymous_ties(checker: &mut Checker<'_>, contract_name: &str, named: &[Named]) -> bool {
+    let mut by_topics: HashMap<usize, &Event> = HashMap::new();
+    let mut ok = true;
+    for (event, origin, _) in named.iter().filter(|(event, _, _)| event.anonymous) {
+        let n_topics = event.inputs.iter().filter(|p| p.indexed).count();
+        let Some(first) = by_topics.get(&n_topics) else {
+            by_topics.insert(n_topics, event);
+            continue;
+        };
+        checker.error(
+            origin.span.as_ref(),
+            &origin.field,
+            format!(
+                "contract {contract_name}: the anonymous events {} and {} both have {n_topics} topic(s), so a log cannot be told to be one or the other",
+                first.signature(),
+                event.signature()
+            ),
+            "index only one of them (select events = [...] without the other), or give them different numbers of indexed parameters",
+        );
+        ok = false;
+    }
+    ok
 }
 
 /// Table names: `<contract>_<event>`; an overloaded name's second event gets `_2`, its third `_3`, in ABI

@@ -1,5 +1,5 @@
 //! Where errors point: each error names the line of the value (or key, or table) it is about, several
-//! errors are reported together, and a type error hides nothing else.
+//! errors are reported together, and a type error hides nothing else. Also the anonymous-event tie rule.
 
 use std::path::Path;
 
@@ -133,4 +133,54 @@ fn a_table_written_as_a_value_is_one_error() {
             "config.toml:2: contracts: is a integer, not an array of tables (add a [[contracts]] section with name, address, and abi or events)",
         ],
     );
+}
+
+const TIE: &str = "contract c: the anonymous events A(uint256) and B(address,uint256) both have 1 topic(s), so a log cannot be told to be one or the other (index only one of them (select events = [...] without the other), or give them different numbers of indexed parameters)";
+
+/// Goal: two anonymous events that a log cannot tell apart (no selector topic, the same topic count) are
+/// refused at config time, inline or from an ABI; differing counts, or selecting one of them, are fine.
+#[test]
+fn refuses_two_anonymous_events_of_one_topic_count() {
+    let contract = |events: &str, abi: &str| {
+        let mut lines = NODE_AND_DATABASE.to_vec();
+        lines.extend([
+            "[[contracts]]",
+            "name = \"c\"",
+            "address = \"0x5c69bee701ef814a2b6a3edd4b1652cb9cc5aa6f\"",
+            events,
+            abi,
+        ]);
+        lines.join("\n")
+    };
+    let a = "event A(uint256 indexed x) anonymous";
+    let b = "event B(address indexed y, uint256 z) anonymous";
+    check_errors(
+        &[&contract(&format!("events = [\"{a}\", \"{b}\"]"), "")],
+        &[&format!("config.toml:8: contracts[0].events[1]: {TIE}")],
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let abi = r#"[
+      {"type":"event","name":"A","anonymous":true,"inputs":[{"name":"x","type":"uint256","indexed":true}]},
+      {"type":"event","name":"B","anonymous":true,"inputs":[{"name":"y","type":"address","indexed":true},{"name":"z","type":"uint256","indexed":false}]}
+    ]"#;
+    std::fs::write(dir.path().join("tie.json"), abi).unwrap();
+    let path = dir.path().join("config.toml");
+    let errors = load_str(&path, &contract("", "abi = \"tie.json\""), &|_| None)
+        .expect_err("a tie is refused")
+        .0;
+    let shown: Vec<String> = errors.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        shown,
+        [format!("{}:9: contracts[0].abi: {TIE}", path.display())]
+    );
+    let selected = load_str(
+        &path,
+        &contract("events = [\"A\"]", "abi = \"tie.json\""),
+        &|_| None,
+    );
+    assert!(selected.is_ok(), "{selected:?}");
+    let c = "event C(uint256 indexed x, uint256 indexed y) anonymous";
+    let differing = contract(&format!("events = [\"{a}\", \"{c}\"]"), "");
+    let differing = load_str(Path::new("config.toml"), &differing, &|_| None);
+    assert!(differing.is_ok(), "{differing:?}");
 }

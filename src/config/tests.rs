@@ -680,13 +680,13 @@ fn knows_the_selectors_of_every_named_event_of_the_abi() {
 fn parses_inline_event_signatures() {
     check_tables(
         &contract(
-            "name = \"pair\"\naddress = \"0xa0b86991c6218b36c1d19d4a2e9eb0ce3606eb48\"\nevents = [\n\"Swap(address indexed sender, uint amount0In, uint amount1In, uint amount0Out, uint amount1Out, address indexed to)\",\n\"event Sync(uint112 reserve0, uint112 reserve1)\",\n\"event Ping(uint256 indexed n) anonymous\",\n\"event Ping(uint256 indexed n, bytes b) anonymous\",\n]\nstart_block = 5",
+            "name = \"pair\"\naddress = \"0xa0b86991c6218b36c1d19d4a2e9eb0ce3606eb48\"\nevents = [\n\"Swap(address indexed sender, uint amount0In, uint amount1In, uint amount0Out, uint amount1Out, address indexed to)\",\n\"event Sync(uint112 reserve0, uint112 reserve1)\",\n\"event Ping(uint256 indexed n) anonymous\",\n\"event Ping(uint256 indexed n, uint256 indexed m) anonymous\",\n]\nstart_block = 5",
         ),
         &[
             ("pair_swap", "Swap(address,uint256,uint256,uint256,uint256,address)"),
             ("pair_sync", "Sync(uint112,uint112)"),
             ("pair_ping", "Ping(uint256)"),
-            ("pair_ping_2", "Ping(uint256,bytes)"),
+            ("pair_ping_2", "Ping(uint256,uint256)"),
         ],
     );
 }
