@@ -1,9 +1,10 @@
 //! Where errors point: each error names the line of the value (or key, or table) it is about, several
-//! errors are reported together, and a type error hides nothing else. Also the anonymous-event tie rule.
+//! errors are reported together, and a type error hides nothing else. Also the anonymous-event tie rule,
+//! and `docs/config.md` against the keys the serde types declare.
 
 use std::path::Path;
 
-use super::load_str;
+use super::{load_str, raw};
 
 /// Loads `lines` joined by newlines (so line N of the config is `lines[N - 1]`) and compares every error.
 fn check_errors(lines: &[&str], expected: &[&str]) {
@@ -183,4 +184,43 @@ fn refuses_two_anonymous_events_of_one_topic_count() {
     let differing = contract(&format!("events = [\"{a}\", \"{c}\"]"), "");
     let differing = load_str(Path::new("config.toml"), &differing, &|_| None);
     assert!(differing.is_ok(), "{differing:?}");
+}
+
+/// Goal: docs/config.md lists every key the serde types accept. Method: for each table of
+/// `raw::sections()`, find its heading in the doc and a `| \`key\` |` row under it.
+#[test]
+fn docs_config_md_lists_every_declared_key() {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/config.md"))
+        .expect("docs/config.md");
+    let part = |heading: &str| -> String {
+        let start = doc
+            .find(heading)
+            .unwrap_or_else(|| panic!("docs/config.md has no heading {heading:?}"));
+        let rest = &doc[start + heading.len()..];
+        let end = rest.find("\n#").unwrap_or(rest.len());
+        rest[..end].to_owned()
+    };
+    for (section, keys) in raw::sections() {
+        for key in keys {
+            match section {
+                // The file's own keys are its sections.
+                "" => assert!(
+                    doc.contains(&format!("## `[{key}]`"))
+                        || doc.contains(&format!("## `[[{key}]]`")),
+                    "docs/config.md has no section for [{key}]"
+                ),
+                _ => {
+                    let heading = match section {
+                        "contracts[]" => "## `[[contracts]]`".to_owned(),
+                        "contracts[].factory" => "### `factory`".to_owned(),
+                        other => format!("## `[{other}]`"),
+                    };
+                    assert!(
+                        part(&heading).contains(&format!("| `{key}` |")),
+                        "docs/config.md lists no `{key}` under {heading}"
+                    );
+                }
+            }
+        }
+    }
 }
