@@ -1,10 +1,12 @@
 //! `config.toml` -> a validated [`Config`]: every limit with its default, secrets in redacting types.
 //!
-//! Parsing is strict (unknown keys are errors that suggest the nearest valid key) and collects every error
-//! at once, so `logslice check` can report them all. Nothing here does I/O beyond reading the config file
-//! and the ABI files it names.
+//! Two steps: the file is read into serde types that declare its shape (`raw`, every value with its span;
+//! unknown keys collected by `unknown`), then one validation pass types and checks each value (`sections`,
+//! `contracts`, `events`, `factory`, `filters`, with the tools of `check`). Both collect every error, each
+//! with file, line, field and fix, so `logslice check` reports them all. Nothing here does I/O beyond
+//! reading the config file and the ABI files it names. docs/config.md lists every key.
 //!
-//! Rules beyond `interface.md`:
+//! Rules:
 //! - `${VAR}` is replaced in every string value; an unset variable is an error. Messages quote the value as
 //!   written (with `${VAR}`), URLs only in redacted form, so no interpolated secret reaches a message.
 //! - `node.transport` defaults to `ws` when `node.url` is `ws(s)://`, else `http`. With `ws` and no `ws_url`,
@@ -21,6 +23,8 @@
 //! - `filters` (see `config::filters`) name configured events and their indexed parameters; a filter on an
 //!   overloaded name applies to each overload. A filtered contract selects no anonymous event and shares no
 //!   address with another entry: either would let logs the filter excludes into its tables.
+//! - Two anonymous events of one contract with the same number of indexed parameters are an error: with no
+//!   selector topic, nothing in a log tells them apart.
 
 mod check;
 mod contracts;
