@@ -2,18 +2,17 @@
 //! children a factory announces in one of its events, found while indexing. Read per entry, then resolved
 //! against the other entries once all are read (the factory may come later in the file).
 
-use toml::{Table, Value};
-
-use super::reader::{field, Reader};
+use super::check::{field, Checker, Span};
+use super::raw::{RawContract, RawFactory};
 use super::{ContractConfig, FactoryConfig};
-
-const FACTORY_KEYS: &[&str] = &["contract", "event", "parameter"];
 
 /// A `factory` table as written, before the contract it names is known.
 #[derive(Debug, Clone)]
-pub(super) struct RawFactory {
+pub(super) struct WrittenFactory {
     /// The field it was read from, e.g. `contracts[1].factory`.
     field: String,
+    /// Where each of `contract`, `event` and `parameter` is written.
+    spans: [Span; 3],
     contract: String,
     event: String,
     parameter: String,
@@ -22,51 +21,55 @@ pub(super) struct RawFactory {
 /// Reads `factory` of `section`; `None` when it is bad (reported). The entry then takes no `address`,
 /// `addresses` or `start_block` (reported when given): its children have addresses of their own, and each
 /// is indexed from the block of the log that created it.
-pub(super) fn read(reader: &mut Reader<'_>, section: &str, entry: &Table) -> Option<RawFactory> {
+pub(super) fn read(
+    checker: &mut Checker<'_>,
+    section: &str,
+    entry: &RawContract,
+) -> Option<WrittenFactory> {
     let factory_field = field(section, "factory");
-    let table = match entry.get("factory")? {
-        Value::Table(table) => table,
-        other => {
-            reader.error(
-                &factory_field,
-                format!("is a {}, not a table", other.type_str()),
-                "write factory = { contract = \"...\", event = \"...\", parameter = \"...\" }",
-            );
-            return None;
-        }
-    };
-    for (key, why) in [
-        ("address", "its children's addresses come from the factory's events"),
-        ("addresses", "its children's addresses come from the factory's events"),
-        ("start_block", "each child is indexed from the block of the log that created it; the factory contract's own start_block says where discovery starts"),
+    let (table, at) = checker.table(
+        entry.factory.as_ref(),
+        &factory_field,
+        "write factory = { contract = \"...\", event = \"...\", parameter = \"...\" }",
+    )?;
+    let addresses_span = entry.addresses.as_ref().map(|a| a.span());
+    for (key, span, why) in [
+        ("address", entry.address.as_ref().map(|l| l.span()), "its children's addresses come from the factory's events"),
+        ("addresses", addresses_span, "its children's addresses come from the factory's events"),
+        ("start_block", entry.start_block.as_ref().map(|l| l.span()), "each child is indexed from the block of the log that created it; the factory contract's own start_block says where discovery starts"),
     ] {
-        if entry.contains_key(key) {
-            reader.error(
+        if let Some(span) = span {
+            checker.error(
+                Some(&span),
                 &field(section, key),
                 "is given together with factory",
                 format!("remove it: {why}"),
             );
         }
     }
-    reader.check_keys(&factory_field, table, FACTORY_KEYS);
-    let mut value = |key: &str, example: &str| {
-        reader
-            .required_string(
-                table,
-                &factory_field,
-                key,
-                &format!("write {key} = \"{example}\""),
-            )
-            .map(|setting| setting.value)
+    let RawFactory {
+        contract,
+        event,
+        parameter,
+    } = table;
+    let mut value = |key: &str, leaf: &Option<super::raw::Leaf>, example: &str| {
+        checker.required_string(
+            leaf.as_ref(),
+            Some(&at),
+            &field(&factory_field, key),
+            &format!("write {key} = \"{example}\""),
+        )
     };
-    let contract = value("contract", "uniswap_v2_factory");
-    let event = value("event", "PairCreated");
-    let parameter = value("parameter", "pair");
-    Some(RawFactory {
+    let contract = value("contract", contract, "uniswap_v2_factory");
+    let event = value("event", event, "PairCreated");
+    let parameter = value("parameter", parameter, "pair");
+    let (contract, event, parameter) = (contract?, event?, parameter?);
+    Some(WrittenFactory {
         field: factory_field,
-        contract: contract?,
-        event: event?,
-        parameter: parameter?,
+        spans: [contract.span, event.span, parameter.span],
+        contract: contract.value,
+        event: event.value,
+        parameter: parameter.value,
     })
 }
 
@@ -74,16 +77,17 @@ pub(super) fn read(reader: &mut Reader<'_>, section: &str, entry: &Table) -> Opt
 /// own (factories of factories are not supported), the event one of its indexed events, and the parameter an
 /// `address` input of that event (indexed or not). `None` when not (reported).
 pub(super) fn resolve(
-    reader: &mut Reader<'_>,
+    checker: &mut Checker<'_>,
     contracts: &[ContractConfig],
     child: usize,
-    raw: &RawFactory,
+    raw: &WrittenFactory,
 ) -> Option<FactoryConfig> {
     let contract_field = field(&raw.field, "contract");
     let wanted = crate::decode::snake_case(&raw.contract);
     let Some(parent) = contracts.iter().find(|c| c.name == wanted) else {
         let names: Vec<&str> = contracts.iter().map(|c| c.name.as_str()).collect();
-        reader.error(
+        checker.error(
+            Some(&raw.spans[0]),
             &contract_field,
             format!(
                 "\"{}\" is not the name of a [[contracts]] entry",
@@ -94,7 +98,8 @@ pub(super) fn resolve(
         return None;
     };
     if parent.name == contracts[child].name {
-        reader.error(
+        checker.error(
+            Some(&raw.spans[0]),
             &contract_field,
             "names the entry itself",
             "name the factory contract's entry, which has an address",
@@ -102,7 +107,8 @@ pub(super) fn resolve(
         return None;
     }
     if parent.factory.is_some() || parent.addresses.is_empty() {
-        reader.error(
+        checker.error(
+            Some(&raw.spans[0]),
             &contract_field,
             format!("\"{}\" is itself created by a factory", raw.contract),
             "name a contract with an address: factories of factories are not supported",
@@ -121,7 +127,8 @@ pub(super) fn resolve(
             [] => {
                 let names: Vec<String> =
                     parent.events.iter().map(|e| e.event.signature()).collect();
-                reader.error(
+                checker.error(
+                    Some(&raw.spans[1]),
                     &event_field,
                     format!(
                         "\"{}\" is not an indexed event of {}",
@@ -135,7 +142,8 @@ pub(super) fn resolve(
                 return None;
             }
             _ => {
-                reader.error(
+                checker.error(
+                    Some(&raw.spans[1]),
                 &event_field,
                 format!("\"{}\" names several overloads of {}", raw.event, parent.name),
                 "give the full signature, e.g. \"PairCreated(address,address,address,uint256)\"",
@@ -151,7 +159,8 @@ pub(super) fn resolve(
             .filter(|p| !p.name.is_empty())
             .map(|p| format!("{} ({})", p.name, p.ty))
             .collect();
-        reader.error(
+        checker.error(
+            Some(&raw.spans[2]),
             &parameter_field,
             format!(
                 "\"{}\" is not a parameter of {}",
@@ -164,7 +173,8 @@ pub(super) fn resolve(
     };
     let ty = &event.inputs[parameter_index].ty;
     if ty != "address" {
-        reader.error(
+        checker.error(
+            Some(&raw.spans[2]),
             &parameter_field,
             format!("\"{}\" is a {ty}, not an address", raw.parameter),
             "name the parameter that holds the created contract's address",

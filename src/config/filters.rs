@@ -14,10 +14,11 @@ use std::collections::BTreeMap;
 use alloy_dyn_abi::{DynSolType, Specifier};
 use alloy_json_abi::Event;
 use alloy_primitives::{keccak256, B256, U256};
-use toml::{Table, Value};
+use toml::{Spanned, Value};
 
+use super::check::{field, Checker};
 use super::contracts::parse_address;
-use super::reader::{field, Reader};
+use super::raw::{ArrayOr, Leaf, RawEventFilter, RawFilters, TableOr};
 use super::{ContractConfig, EventConfig};
 
 /// How a contract narrows one of its events: only logs whose indexed parameters hold one of the given
@@ -67,26 +68,24 @@ pub fn record(filters: &[EventFilter]) -> Option<String> {
 
 /// `filters` of one contract whose `events` resolved; `None` when any part is bad (every problem reported).
 pub(super) fn filters(
-    reader: &mut Reader<'_>,
+    checker: &mut Checker<'_>,
     section: &str,
-    table: &Table,
+    raw: Option<&Spanned<TableOr<RawFilters>>>,
     events: &[EventConfig],
 ) -> Option<Vec<EventFilter>> {
-    let Some(value) = table.get("filters") else {
+    if raw.is_none() {
         return Some(Vec::new());
-    };
+    }
     let filters_field = field(section, "filters");
     let names: Vec<&str> = events.iter().map(|e| e.event.name.as_str()).collect();
-    let Value::Table(by_event) = value else {
-        reader.error(
-            &filters_field,
-            format!("is a {}, not a table", value.type_str()),
-            "write filters = { Transfer = { to = [\"0x...\"] } }",
-        );
-        return None;
-    };
+    let (by_event, at) = checker.table(
+        raw,
+        &filters_field,
+        "write filters = { Transfer = { to = [\"0x...\"] } }",
+    )?;
     if by_event.is_empty() {
-        reader.error(
+        checker.error(
+            Some(&at),
             &filters_field,
             "is empty",
             format!("remove it, or filter one of: {}", names.join(", ")),
@@ -96,7 +95,8 @@ pub(super) fn filters(
     if let Some(anonymous) = events.iter().find(|e| e.event.anonymous) {
         // The node can only be asked for logs that match: "every log of the address but the filtered
         // event's other logs", which an anonymous event needs, is not a request it takes.
-        reader.error(
+        checker.error(
+            Some(&at),
             &filters_field,
             format!(
                 "cannot be combined with the anonymous event {}, which takes any log of its topic count",
@@ -116,7 +116,8 @@ pub(super) fn filters(
             .filter(|event| event.name == *event_name)
             .collect();
         if overloads.is_empty() {
-            reader.error(
+            checker.error(
+                Some(&params.span()),
                 &event_field,
                 format!("\"{event_name}\" is not an event this contract indexes"),
                 format!("filter one of: {}", names.join(", ")),
@@ -124,17 +125,14 @@ pub(super) fn filters(
             ok = false;
             continue;
         }
-        let Value::Table(params) = params else {
-            reader.error(
-                &event_field,
-                format!("is a {}, not a table", params.type_str()),
-                format!("write {event_name} = {{ parameter = [values] }}"),
-            );
+        let fix = format!("write {event_name} = {{ parameter = [values] }}");
+        let Some((params, params_at)) = checker.table(Some(params), &event_field, &fix) else {
             ok = false;
             continue;
         };
         if params.is_empty() {
-            reader.error(
+            checker.error(
+                Some(&params_at),
                 &event_field,
                 "names no parameter",
                 format!(
@@ -146,7 +144,7 @@ pub(super) fn filters(
             continue;
         }
         for event in overloads {
-            match event_filter(reader, &event_field, event, params) {
+            match event_filter(checker, &event_field, event, params) {
                 Some(filter) => out.push(filter),
                 None => ok = false,
             }
@@ -159,9 +157,9 @@ pub(super) fn filters(
 /// address serves every entry that has it, so the other entry's logs would reach the filtered event's table.
 /// `sections[i]` is the field name of `contracts[i]`.
 pub(super) fn check_shared_addresses(
-    reader: &mut Reader<'_>,
+    checker: &mut Checker<'_>,
     contracts: &[ContractConfig],
-    sections: &[String],
+    sections: &[(String, Option<super::check::Span>)],
 ) {
     for (contract_idx, contract) in contracts.iter().enumerate() {
         if contract.filters.is_empty() {
@@ -173,11 +171,12 @@ pub(super) fn check_shared_addresses(
                 .iter()
                 .find(|a| contract.addresses.contains(a));
             if let (true, Some(shared)) = (other_idx != contract_idx, shared) {
-                reader.error(
-                    &field(&sections[contract_idx], "filters"),
+                checker.error(
+                    sections[contract_idx].1.as_ref(),
+                    &field(&sections[contract_idx].0, "filters"),
                     format!(
                         "address {shared:#x} is also indexed by {}, so the node's logs for it would reach this contract's filtered tables unfiltered",
-                        sections[other_idx]
+                        sections[other_idx].0
                     ),
                     "index the address in one [[contracts]] entry",
                 );
@@ -204,17 +203,20 @@ fn indexed_names(event: &Event) -> String {
 
 /// One event's filter; `None` when a parameter or value is bad (reported).
 fn event_filter(
-    reader: &mut Reader<'_>,
+    checker: &mut Checker<'_>,
     event_field: &str,
     event: &Event,
-    params: &Table,
+    params: &RawEventFilter,
 ) -> Option<EventFilter> {
     let mut topics: [Option<Vec<B256>>; 3] = Default::default();
     let mut ok = true;
     for (param_name, values) in params {
         let param_field = format!("{event_field}.{param_name}");
+        let at = Some(values.span());
+        let at = at.as_ref();
         let Some(param_idx) = event.inputs.iter().position(|p| p.name == *param_name) else {
-            reader.error(
+            checker.error(
+                at,
                 &param_field,
                 format!("{} has no parameter \"{param_name}\"", event.signature()),
                 format!("filter by an indexed parameter ({})", indexed_names(event)),
@@ -224,7 +226,8 @@ fn event_filter(
         };
         let param = &event.inputs[param_idx];
         if !param.indexed {
-            reader.error(
+            checker.error(
+                at,
                 &param_field,
                 format!(
                     "\"{param_name}\" of {} is not indexed, so the node cannot filter by it",
@@ -245,24 +248,29 @@ fn event_filter(
         let ty = match param.resolve() {
             Ok(ty) => ty,
             Err(err) => {
-                reader.error(&param_field, err.to_string(), "fix the event's ABI");
+                checker.error(at, &param_field, err.to_string(), "fix the event's ABI");
                 ok = false;
                 continue;
             }
         };
-        let Value::Array(list) = values else {
-            reader.error(
-                &param_field,
-                format!("is a {}, not a list", values.type_str()),
-                format!(
-                    "write {param_name} = [value, ...] (a log matches when it holds any of them)"
-                ),
-            );
-            ok = false;
-            continue;
+        let list = match values.get_ref() {
+            ArrayOr::Array(list) => list,
+            ArrayOr::Other(kind) => {
+                checker.error(
+                    at,
+                    &param_field,
+                    format!("is a {kind}, not a list"),
+                    format!(
+                        "write {param_name} = [value, ...] (a log matches when it holds any of them)"
+                    ),
+                );
+                ok = false;
+                continue;
+            }
         };
         if list.is_empty() {
-            reader.error(
+            checker.error(
+                at,
                 &param_field,
                 "is empty, so no log would match",
                 "give at least one value, or remove it",
@@ -270,42 +278,58 @@ fn event_filter(
             ok = false;
             continue;
         }
-        let mut alternatives = Vec::with_capacity(list.len());
-        for (value_idx, value) in list.iter().enumerate() {
-            let value_field = format!("{param_field}[{value_idx}]");
-            let text;
-            let written = match value {
-                Value::String(raw) => match reader.interpolate(&value_field, raw) {
-                    Some(interpolated) => {
-                        text = interpolated;
-                        Written::Text(&text)
-                    }
-                    None => {
-                        ok = false;
-                        continue;
-                    }
-                },
-                Value::Integer(n) => Written::Integer(*n),
-                Value::Boolean(b) => Written::Bool(*b),
-                other => Written::Other(other.type_str()),
-            };
-            match topic(&ty, written) {
-                Ok(topic) => alternatives.push(topic),
-                Err(Bad { problem, fix }) => {
-                    reader.error(&value_field, problem, fix);
-                    ok = false;
-                }
-            }
+        match alternatives(checker, &param_field, &ty, list) {
+            Some(alternatives) => topics[position] = Some(alternatives),
+            None => ok = false,
         }
-        alternatives.sort();
-        alternatives.dedup();
-        topics[position] = Some(alternatives);
     }
     ok.then(|| EventFilter {
         signature: event.signature(),
         selector: event.selector(),
         topics,
     })
+}
+
+/// The topics a parameter's written values become, sorted and deduplicated; `None` when any is bad (each
+/// reported).
+fn alternatives(
+    checker: &mut Checker<'_>,
+    param_field: &str,
+    ty: &DynSolType,
+    list: &[Leaf],
+) -> Option<Vec<B256>> {
+    let mut ok = true;
+    let mut alternatives = Vec::with_capacity(list.len());
+    for (value_idx, value) in list.iter().enumerate() {
+        let value_field = format!("{param_field}[{value_idx}]");
+        let text;
+        let value_at = value.span();
+        let written = match value.get_ref() {
+            Value::String(raw) => match checker.interpolate(&value_at, &value_field, raw) {
+                Some(interpolated) => {
+                    text = interpolated;
+                    Written::Text(&text)
+                }
+                None => {
+                    ok = false;
+                    continue;
+                }
+            },
+            Value::Integer(n) => Written::Integer(*n),
+            Value::Boolean(b) => Written::Bool(*b),
+            other => Written::Other(other.type_str()),
+        };
+        match topic(ty, written) {
+            Ok(topic) => alternatives.push(topic),
+            Err(Bad { problem, fix }) => {
+                checker.error(Some(&value_at), &value_field, problem, fix);
+                ok = false;
+            }
+        }
+    }
+    alternatives.sort();
+    alternatives.dedup();
+    ok.then_some(alternatives)
 }
 
 /// A value as the TOML file gives it.

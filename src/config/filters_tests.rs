@@ -126,34 +126,34 @@ fn every_bad_filter_is_reported_with_its_field_and_fix() {
             "",
         ),
         &[
-            "config.toml: contracts[0].filters.Approval: \"Approval\" is not an event this contract indexes (filter one of: Transfer, Kinds)",
-            "config.toml: contracts[0].filters.Kinds.id[0]: \"0x12\" is not a bytes32 value (write 0x and 64 hex digits)",
-            "config.toml: contracts[0].filters.Kinds.id[1]: true is not a bytes32 value (write it in double quotes: \"0x\" and 64 hex digits)",
-            "config.toml: contracts[0].filters.Kinds.signed[0]: \"-9223372036854775809\" does not fit in int64 (write a whole number from -9223372036854775808 to 9223372036854775807 (in quotes above 2^63))",
-            "config.toml: contracts[0].filters.Kinds.small[0]: 256 does not fit in uint8 (write a whole number from 0 to 255 (in quotes, as decimal or 0x hex, above 2^63))",
-            "config.toml: contracts[0].filters.Kinds.small[1]: -1 is not a uint8 (write a whole number from 0 to 255 (in quotes, as decimal or 0x hex, above 2^63))",
-            "config.toml: contracts[0].filters.Kinds.small[2]: \"x\" is not a uint8 (write a whole number from 0 to 255 (in quotes, as decimal or 0x hex, above 2^63))",
-            "config.toml: contracts[0].filters.Transfer.owner: Transfer(address,address,uint256) has no parameter \"owner\" (filter by an indexed parameter (from, to))",
-            "config.toml: contracts[0].filters.Transfer.to[0]: \"0x12\" is not a 20-byte address (write 0x and 40 hex digits)",
-            "config.toml: contracts[0].filters.Transfer.to[1]: 5 is not an address (write it in double quotes: \"0x\" and 40 hex digits)",
-            "config.toml: contracts[0].filters.Transfer.value: \"value\" of Transfer(address,address,uint256) is not indexed, so the node cannot filter by it (filter by an indexed parameter (from, to), or remove it)",
+            "config.toml:9: contracts[0].filters.Approval: \"Approval\" is not an event this contract indexes (filter one of: Transfer, Kinds)",
+            "config.toml:9: contracts[0].filters.Kinds.id[0]: \"0x12\" is not a bytes32 value (write 0x and 64 hex digits)",
+            "config.toml:9: contracts[0].filters.Kinds.id[1]: true is not a bytes32 value (write it in double quotes: \"0x\" and 64 hex digits)",
+            "config.toml:9: contracts[0].filters.Kinds.signed[0]: \"-9223372036854775809\" does not fit in int64 (write a whole number from -9223372036854775808 to 9223372036854775807 (in quotes above 2^63))",
+            "config.toml:9: contracts[0].filters.Kinds.small[0]: 256 does not fit in uint8 (write a whole number from 0 to 255 (in quotes, as decimal or 0x hex, above 2^63))",
+            "config.toml:9: contracts[0].filters.Kinds.small[1]: -1 is not a uint8 (write a whole number from 0 to 255 (in quotes, as decimal or 0x hex, above 2^63))",
+            "config.toml:9: contracts[0].filters.Kinds.small[2]: \"x\" is not a uint8 (write a whole number from 0 to 255 (in quotes, as decimal or 0x hex, above 2^63))",
+            "config.toml:9: contracts[0].filters.Transfer.owner: Transfer(address,address,uint256) has no parameter \"owner\" (filter by an indexed parameter (from, to))",
+            "config.toml:9: contracts[0].filters.Transfer.to[0]: \"0x12\" is not a 20-byte address (write 0x and 40 hex digits)",
+            "config.toml:9: contracts[0].filters.Transfer.to[1]: 5 is not an address (write it in double quotes: \"0x\" and 40 hex digits)",
+            "config.toml:9: contracts[0].filters.Transfer.value: \"value\" of Transfer(address,address,uint256) is not indexed, so the node cannot filter by it (filter by an indexed parameter (from, to), or remove it)",
         ],
     );
     check_errors(
         &config(&[TRANSFER], "{ Transfer = { to = [] } }", ""),
-        &["config.toml: contracts[0].filters.Transfer.to: is empty, so no log would match (give at least one value, or remove it)"],
+        &["config.toml:9: contracts[0].filters.Transfer.to: is empty, so no log would match (give at least one value, or remove it)"],
     );
     check_errors(
         &config(&[TRANSFER], "{ Transfer = { to = \"0x00\" } }", ""),
-        &["config.toml: contracts[0].filters.Transfer.to: is a string, not a list (write to = [value, ...] (a log matches when it holds any of them))"],
+        &["config.toml:9: contracts[0].filters.Transfer.to: is a string, not a list (write to = [value, ...] (a log matches when it holds any of them))"],
     );
     check_errors(
         &config(&[TRANSFER], "{ Transfer = {} }", ""),
-        &["config.toml: contracts[0].filters.Transfer: names no parameter (filter by an indexed parameter (from, to), or remove it)"],
+        &["config.toml:9: contracts[0].filters.Transfer: names no parameter (filter by an indexed parameter (from, to), or remove it)"],
     );
     check_errors(
         &config(&[TRANSFER], "[\"Transfer\"]", ""),
-        &["config.toml: contracts[0].filters: is a array, not a table (write filters = { Transfer = { to = [\"0x...\"] } })"],
+        &["config.toml:9: contracts[0].filters: is a array, not a table (write filters = { Transfer = { to = [\"0x...\"] } })"],
     );
     check_errors(
         &config(
@@ -161,7 +161,7 @@ fn every_bad_filter_is_reported_with_its_field_and_fix() {
             "{ Transfer = { to = [\"0x0000000000000000000000000000000000000001\"] } }",
             "",
         ),
-        &["config.toml: contracts[0].filters: cannot be combined with the anonymous event Ping, which takes any log of its topic count (leave the anonymous event out with events = [...], or remove filters)"],
+        &["config.toml:9: contracts[0].filters: cannot be combined with the anonymous event Ping, which takes any log of its topic count (leave the anonymous event out with events = [...], or remove filters)"],
     );
     check_errors(
         &config(
@@ -169,7 +169,7 @@ fn every_bad_filter_is_reported_with_its_field_and_fix() {
             "{ Many = { ids = [\"1\"] } }",
             "",
         ),
-        &["config.toml: contracts[0].filters.Many.ids[0]: a uint256[] parameter cannot be filtered (its topic is the hash of its encoding) (filter by an address, number, bool, bytesN, string or bytes parameter)"],
+        &["config.toml:9: contracts[0].filters.Many.ids[0]: a uint256[] parameter cannot be filtered (its topic is the hash of its encoding) (filter by an address, number, bool, bytesN, string or bytes parameter)"],
     );
     // A filtered contract shares no address with another entry.
     check_errors(
@@ -178,7 +178,7 @@ fn every_bad_filter_is_reported_with_its_field_and_fix() {
             "{ Transfer = { to = [\"0x0000000000000000000000000000000000000001\"] } }",
             &format!("[[contracts]]\nname = \"d\"\naddresses = [\"{A2}\", \"{A1}\"]\nevents = [\"{TRANSFER}\"]\n"),
         ),
-        &[&format!("config.toml: contracts[0].filters: address {A1} is also indexed by contracts[1], so the node's logs for it would reach this contract's filtered tables unfiltered (index the address in one [[contracts]] entry)")],
+        &[&format!("config.toml:9: contracts[0].filters: address {A1} is also indexed by contracts[1], so the node's logs for it would reach this contract's filtered tables unfiltered (index the address in one [[contracts]] entry)")],
     );
 }
 

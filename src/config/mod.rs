@@ -1,10 +1,12 @@
 //! `config.toml` -> a validated [`Config`]: every limit with its default, secrets in redacting types.
 //!
-//! Parsing is strict (unknown keys are errors that suggest the nearest valid key) and collects every error
-//! at once, so `logslice check` can report them all. Nothing here does I/O beyond reading the config file
-//! and the ABI files it names.
+//! Two steps: the file is read into serde types that declare its shape (`raw`, every value with its span;
+//! unknown keys collected by `unknown`), then one validation pass types and checks each value (`sections`,
+//! `contracts`, `events`, `factory`, `filters`, with the tools of `check`). Both collect every error, each
+//! with file, line, field and fix, so `logslice check` reports them all. Nothing here does I/O beyond
+//! reading the config file and the ABI files it names. docs/config.md lists every key.
 //!
-//! Rules beyond `interface.md`:
+//! Rules:
 //! - `${VAR}` is replaced in every string value; an unset variable is an error. Messages quote the value as
 //!   written (with `${VAR}`), URLs only in redacted form, so no interpolated secret reaches a message.
 //! - `node.transport` defaults to `ws` when `node.url` is `ws(s)://`, else `http`. With `ws` and no `ws_url`,
@@ -21,13 +23,18 @@
 //! - `filters` (see `config::filters`) name configured events and their indexed parameters; a filter on an
 //!   overloaded name applies to each overload. A filtered contract selects no anonymous event and shares no
 //!   address with another entry: either would let logs the filter excludes into its tables.
+//! - Two anonymous events of one contract with the same number of indexed parameters are an error: with no
+//!   selector topic, nothing in a log tells them apart.
 
+mod check;
 mod contracts;
+mod events;
 mod factory;
 mod filters;
-mod reader;
+mod raw;
 mod secret;
 mod sections;
+mod unknown;
 
 pub use filters::{record as filters_record, EventFilter};
 pub use secret::SecretUrl;
@@ -224,12 +231,15 @@ pub struct EventConfig {
     pub table: String,
 }
 
-/// One problem found in a config, located and with a fix.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{file}: {field}: {problem} ({fix})")]
+/// One problem found in a config, located and with a fix: `config.toml:12: contracts[2].address: "0x12" is
+/// not a 20-byte address (write 0x and 40 hex digits)`.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigError {
     /// The file the problem is in (the config, or an ABI file it names).
     pub file: String,
+    /// The line of `file` it is on; `None` for what no line holds (a missing section) and in an ABI file
+    /// (its parser's message says where).
+    pub line: Option<usize>,
     /// Dotted path of the field, e.g. `contracts[2].address`.
     pub field: String,
     /// What is wrong.
@@ -237,6 +247,18 @@ pub struct ConfigError {
     /// How to fix it.
     pub fix: String,
 }
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.file)?;
+        if let Some(line) = self.line {
+            write!(f, ":{line}")?;
+        }
+        write!(f, ": {}: {} ({})", self.field, self.problem, self.fix)
+    }
+}
+
+impl std::error::Error for ConfigError {}
 
 /// Every problem found in a config.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -265,6 +287,7 @@ pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
         Ok(text) => load_str(path, &text, &|name| std::env::var(name).ok()),
         Err(err) => Err(ConfigErrors(vec![ConfigError {
             file: path.display().to_string(),
+            line: None,
             field: "(file)".to_owned(),
             problem: format!("cannot read it: {err}"),
             fix: "check the path, or pass --config".to_owned(),
@@ -282,8 +305,14 @@ pub fn load_str(
     text: &str,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Config, ConfigErrors> {
-    let mut reader = reader::Reader::new(path.display().to_string(), env);
-    let root: toml::Table = match toml::from_str(text) {
+    let mut checker = check::Checker::new(path.display().to_string(), text, env);
+    let mut ignored = Vec::new();
+    let parsed = toml::de::Deserializer::parse(text).and_then(|deserializer| {
+        serde_ignored::deserialize(deserializer, |path| {
+            ignored.push(unknown::segments(&path));
+        })
+    });
+    let root: raw::RawConfig = match parsed {
         Ok(root) => root,
         Err(err) => {
             // toml's own Display quotes the offending line, which may hold a secret: give position and
@@ -291,56 +320,67 @@ pub fn load_str(
             let (line, column) = err
                 .span()
                 .map_or((0, 0), |span| line_column(text, span.start));
-            reader.error(
+            checker.error(
+                None,
                 &format!("line {line}, column {column}"),
                 err.message().trim_end().to_owned(),
                 "fix the TOML syntax",
             );
-            return Err(ConfigErrors(reader.errors));
+            return Err(ConfigErrors(checker.errors));
         }
     };
-    reader.check_keys(
-        "",
-        &root,
-        &["node", "database", "sync", "contracts", "metrics"],
+    unknown::report(&mut checker, text, &ignored);
+    let config = validate(&mut checker, path, &root);
+    if !checker.errors.is_empty() {
+        return Err(ConfigErrors(checker.errors));
+    }
+    Ok(config)
+}
+
+/// The validation pass: every section of `root` typed and checked, every problem recorded in `checker`.
+fn validate(checker: &mut check::Checker<'_>, path: &Path, root: &raw::RawConfig) -> Config {
+    const NODE_FIX: &str = "add a [node] section with url = \"https://...\" or \"sim://\"";
+    const DATABASE_FIX: &str = "add a [database] section with url = \"sqlite://logslice.db\"";
+    if root.node.is_none() {
+        checker.error(None, "node", "is missing", NODE_FIX);
+    }
+    let node = checker.table(root.node.as_ref(), "node", "write it as a [node] section");
+    let node = match node {
+        Some((table, span)) => sections::node(checker, "node", table, Some(&span)),
+        None => sections::node(checker, "node", &raw::RawNode::default(), None),
+    };
+    if root.database.is_none() {
+        checker.error(None, "database", "is missing", DATABASE_FIX);
+    }
+    let database = checker.table(
+        root.database.as_ref(),
+        "database",
+        "write it as a [database] section",
     );
-    let empty = toml::Table::new();
-    let node_table = reader.table(&root, "", "node");
-    if node_table.is_none() && !root.contains_key("node") {
-        reader.error(
-            "node",
-            "is missing",
-            "add a [node] section with url = \"https://...\" or \"sim://\"",
-        );
-    }
-    let node = sections::node(&mut reader, node_table.unwrap_or(&empty));
-    let database_table = reader.table(&root, "", "database");
-    if database_table.is_none() && !root.contains_key("database") {
-        reader.error(
-            "database",
-            "is missing",
-            "add a [database] section with url = \"sqlite://logslice.db\"",
-        );
-    }
-    let database = sections::database(&mut reader, database_table.unwrap_or(&empty));
-    let sync_table = reader.table(&root, "", "sync").unwrap_or(&empty);
-    let sync = sections::sync(&mut reader, sync_table);
+    let database = match database {
+        Some((table, span)) => sections::database(checker, table, Some(&span)),
+        None => sections::database(checker, &raw::RawDatabase::default(), None),
+    };
+    let sync = checker.table(root.sync.as_ref(), "sync", "write it as a [sync] section");
+    let sync = sections::sync(checker, sync.map_or(&raw::RawSync::default(), |(t, _)| t));
     let base_dir = path.parent().unwrap_or(Path::new(""));
-    let contracts = contracts::contracts(&mut reader, &root, base_dir, sync.start_block);
-    let metrics = reader
-        .table(&root, "", "metrics")
-        .and_then(|table| sections::metrics(&mut reader, table));
-    if !reader.errors.is_empty() {
-        return Err(ConfigErrors(reader.errors));
-    }
-    Ok(Config {
+    let contracts =
+        contracts::contracts(checker, root.contracts.as_ref(), base_dir, sync.start_block);
+    let metrics = checker
+        .table(
+            root.metrics.as_ref(),
+            "metrics",
+            "write it as a [metrics] section",
+        )
+        .and_then(|(table, span)| sections::metrics(checker, table, &span));
+    Config {
         source: path.to_path_buf(),
         node,
         database,
         sync,
         contracts,
         metrics,
-    })
+    }
 }
 
 /// 1-based line and column of a byte offset.
@@ -353,3 +393,7 @@ fn line_column(text: &str, offset: usize) -> (usize, usize) {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+#[path = "lines_tests.rs"]
+mod lines_tests;

@@ -3,9 +3,10 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use toml::{Table, Value};
+use toml::Value;
 
-use super::reader::{field, Reader, Setting};
+use super::check::{field, Checker, Setting, Span};
+use super::raw::{RawDatabase, RawMetrics, RawNode, RawSync};
 use super::{
     DatabaseConfig, DatabaseUrl, Endpoint, Finality, MetricsConfig, NodeConfig, SecretUrl,
     SyncConfig, Transport,
@@ -58,113 +59,87 @@ pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 /// count as a stall, short enough that a stuck job is noticed within one alerting interval.
 pub const DEFAULT_MAX_STALL: Duration = Duration::from_secs(5 * 60);
 
-const NODE_KEYS: &[&str] = &[
-    "url",
-    "ws_url",
-    "transport",
-    "requests_per_second",
-    "max_concurrency",
-    "request_timeout",
-    "max_retries",
-    "initial_backoff",
-    "max_backoff",
-    "max_response_bytes",
-];
-const METRICS_KEYS: &[&str] = &["addr", "max_stall"];
-const DATABASE_KEYS: &[&str] = &["url", "schema", "max_retries"];
-const SYNC_KEYS: &[&str] = &[
-    "start_block",
-    "finality",
-    "initial_block_range",
-    "max_block_range",
-    "target_logs_per_request",
-    "max_batch_logs",
-    "max_queued_batches",
-    "max_reorg_depth",
-    "defer_indexes_min_blocks",
-    "poll_interval",
-    "shutdown_grace",
-    "strict",
-    "block_timestamps",
-    "transactions",
-    "transaction_receipts",
-];
-
 const URL_FIX: &str = "write sim://, https://host/path or wss://host/path";
 
-/// `[node]`.
-pub(super) fn node(reader: &mut Reader<'_>, table: &Table) -> NodeConfig {
-    const S: &str = "node";
-    reader.check_keys(S, table, NODE_KEYS);
-    let url = reader.required_string(table, S, "url", URL_FIX);
+/// `[node]` (or another table of node keys), its fields named `<section>.<key>`; `at` is the table's span,
+/// for the keys it lacks.
+pub(super) fn node(
+    checker: &mut Checker<'_>,
+    section: &str,
+    table: &RawNode,
+    at: Option<&Span>,
+) -> NodeConfig {
+    let f = |key: &str| field(section, key);
+    let url = checker.required_string(table.url.as_ref(), at, &f("url"), URL_FIX);
     let endpoint = url
         .as_ref()
-        .and_then(|url| parse_endpoint(reader, "node.url", url, &["http", "https", "ws", "wss"]))
+        .and_then(|url| parse_endpoint(checker, &f("url"), url, &["http", "https", "ws", "wss"]))
         .unwrap_or_else(|| Endpoint::Sim(String::new()));
-    let ws_url = reader.string(table, S, "ws_url");
+    let ws_url = checker.string(table.ws_url.as_ref(), &f("ws_url"));
     let mut ws_endpoint = ws_url
         .as_ref()
-        .and_then(|ws_url| parse_endpoint(reader, "node.ws_url", ws_url, &["ws", "wss"]));
-    let url_is_ws =
-        matches!(&endpoint, Endpoint::Url(url) if matches!(url.expose().scheme(), "ws" | "wss"));
-    let transport = match reader.string(table, S, "transport") {
-        None if url_is_ws => Transport::Ws,
-        None => Transport::Http,
-        Some(setting) => match setting.value.as_str() {
-            "http" if url_is_ws => {
-                reader.error(
-                    "node.transport",
-                    "\"http\" does not fit a ws:// or wss:// node.url",
-                    "set transport = \"ws\", or give an http(s):// url",
-                );
-                Transport::Http
-            }
-            "http" => Transport::Http,
-            "ws" => Transport::Ws,
-            _ => {
-                reader.error(
-                    "node.transport",
-                    format!("\"{}\" is not a transport", setting.raw),
-                    "write \"http\" or \"ws\"",
-                );
-                Transport::Http
-            }
-        },
-    };
+        .and_then(|ws_url| parse_endpoint(checker, &f("ws_url"), ws_url, &["ws", "wss"]));
+    let transport = transport(checker, section, table, &endpoint);
     if transport == Transport::Ws && ws_endpoint.is_none() && ws_url.is_none() {
         // sim:// stays None: the pipeline starts the built-in node and knows its WebSocket address.
         if let Endpoint::Url(url) = &endpoint {
             ws_endpoint = Some(Endpoint::Url(derive_ws_url(url)));
         }
     }
-    let requests_per_second = reader.int(
-        table,
-        S,
-        "requests_per_second",
+    let requests_per_second = checker.int(
+        table.requests_per_second.as_ref(),
+        &f("requests_per_second"),
         DEFAULT_REQUESTS_PER_SECOND,
         1,
     );
-    let max_concurrency = reader.int(table, S, "max_concurrency", DEFAULT_MAX_CONCURRENCY, 1);
-    let request_timeout = reader.duration(table, S, "request_timeout", DEFAULT_REQUEST_TIMEOUT);
+    let max_concurrency = checker.int(
+        table.max_concurrency.as_ref(),
+        &f("max_concurrency"),
+        DEFAULT_MAX_CONCURRENCY,
+        1,
+    );
+    let request_timeout = checker.duration(
+        table.request_timeout.as_ref(),
+        &f("request_timeout"),
+        DEFAULT_REQUEST_TIMEOUT,
+    );
     // 0 retries is meaningful: try each request once.
-    let max_retries = reader.int(table, S, "max_retries", DEFAULT_MAX_RETRIES, 0);
-    let initial_backoff = reader.duration(table, S, "initial_backoff", DEFAULT_INITIAL_BACKOFF);
-    let max_backoff = reader.duration(table, S, "max_backoff", DEFAULT_MAX_BACKOFF);
+    let max_retries = checker.int(
+        table.max_retries.as_ref(),
+        &f("max_retries"),
+        DEFAULT_MAX_RETRIES,
+        0,
+    );
+    let initial_backoff = checker.duration(
+        table.initial_backoff.as_ref(),
+        &f("initial_backoff"),
+        DEFAULT_INITIAL_BACKOFF,
+    );
+    let max_backoff = checker.duration(
+        table.max_backoff.as_ref(),
+        &f("max_backoff"),
+        DEFAULT_MAX_BACKOFF,
+    );
     if initial_backoff > max_backoff {
-        reader.error(
-            "node.initial_backoff",
+        checker.error(
+            table
+                .initial_backoff
+                .as_ref()
+                .map(|leaf| leaf.span())
+                .as_ref(),
+            &f("initial_backoff"),
             format!(
-                "{} is above node.max_backoff ({})",
+                "{} is above {} ({})",
                 humantime::format_duration(initial_backoff),
+                f("max_backoff"),
                 humantime::format_duration(max_backoff)
             ),
             "make initial_backoff at most max_backoff",
         );
     }
-    let max_response_bytes = reader.int(
-        table,
-        S,
-        "max_response_bytes",
+    let max_response_bytes = checker.int(
+        table.max_response_bytes.as_ref(),
+        &f("max_response_bytes"),
         DEFAULT_MAX_RESPONSE_BYTES,
         1,
     );
@@ -182,10 +157,54 @@ pub(super) fn node(reader: &mut Reader<'_>, table: &Table) -> NodeConfig {
     }
 }
 
+/// `transport`: default `ws` for a `ws(s)://` url, else `http`; `http` with a `ws(s)://` url is refused.
+fn transport(
+    checker: &mut Checker<'_>,
+    section: &str,
+    table: &RawNode,
+    endpoint: &Endpoint,
+) -> Transport {
+    let url_is_ws =
+        matches!(endpoint, Endpoint::Url(url) if matches!(url.expose().scheme(), "ws" | "wss"));
+    let transport_field = field(section, "transport");
+    let Some(setting) = checker.string(table.transport.as_ref(), &transport_field) else {
+        return if url_is_ws {
+            Transport::Ws
+        } else {
+            Transport::Http
+        };
+    };
+    match setting.value.as_str() {
+        "http" if url_is_ws => {
+            checker.error(
+                Some(&setting.span),
+                &transport_field,
+                format!(
+                    "\"http\" does not fit a ws:// or wss:// {}",
+                    field(section, "url")
+                ),
+                "set transport = \"ws\", or give an http(s):// url",
+            );
+            Transport::Http
+        }
+        "http" => Transport::Http,
+        "ws" => Transport::Ws,
+        _ => {
+            checker.error(
+                Some(&setting.span),
+                &transport_field,
+                format!("\"{}\" is not a transport", setting.raw),
+                "write \"http\" or \"ws\"",
+            );
+            Transport::Http
+        }
+    }
+}
+
 /// Parses a node URL whose scheme is one of `schemes` (or `sim://`). Messages show the scheme or the redacted
 /// URL, never the text: it may hold a key written inline.
 fn parse_endpoint(
-    reader: &mut Reader<'_>,
+    checker: &mut Checker<'_>,
     field: &str,
     setting: &Setting,
     schemes: &[&str],
@@ -193,13 +212,15 @@ fn parse_endpoint(
     if setting.value.starts_with("sim://") {
         return Some(Endpoint::Sim(setting.value.clone()));
     }
+    let at = Some(&setting.span);
     let fix = format!(
         "write sim:// or a URL starting with {}://",
         schemes.join("://, ")
     );
     match url::Url::parse(&setting.value) {
         Ok(url) if !schemes.contains(&url.scheme()) => {
-            reader.error(
+            checker.error(
+                at,
                 field,
                 format!("scheme \"{}\" is not supported here", url.scheme()),
                 fix,
@@ -207,19 +228,24 @@ fn parse_endpoint(
             None
         }
         Ok(url) if url.host_str().is_none_or(str::is_empty) => {
-            reader.error(field, format!("{} has no host", SecretUrl::new(url)), fix);
+            checker.error(
+                at,
+                field,
+                format!("{} has no host", SecretUrl::new(url)),
+                fix,
+            );
             None
         }
         Ok(url) => Some(Endpoint::Url(SecretUrl::new(url))),
         Err(err) => {
-            reader.error(field, format!("is not a valid URL ({err})"), fix);
+            checker.error(at, field, format!("is not a valid URL ({err})"), fix);
             None
         }
     }
 }
 
-/// The WebSocket URL of an HTTP one: http -> ws, https -> wss, `/v3/` -> `/ws/v3/` (the access service's
-/// layout, `service-spec.md`).
+/// The WebSocket URL of an HTTP one: http -> ws, https -> wss, `/v3/` -> `/ws/v3/` (the access
+/// service's URL layout).
 pub(super) fn derive_ws_url(url: &SecretUrl) -> SecretUrl {
     let mut ws = url.expose().clone();
     let scheme = match ws.scheme() {
@@ -239,43 +265,54 @@ pub(super) fn derive_ws_url(url: &SecretUrl) -> SecretUrl {
     SecretUrl::new(ws)
 }
 
-/// `[database]`.
-pub(super) fn database(reader: &mut Reader<'_>, table: &Table) -> DatabaseConfig {
-    const S: &str = "database";
-    reader.check_keys(S, table, DATABASE_KEYS);
-    let url = reader
+/// `[database]`; `at` is the table's span, for the keys it lacks.
+pub(super) fn database(
+    checker: &mut Checker<'_>,
+    table: &RawDatabase,
+    at: Option<&Span>,
+) -> DatabaseConfig {
+    let url = checker
         .required_string(
-            table,
-            S,
-            "url",
+            table.url.as_ref(),
+            at,
+            "database.url",
             "write url = \"sqlite://logslice.db\" or \"postgres://user@host/db\"",
         )
-        .and_then(|setting| database_url(reader, &setting))
+        .and_then(|setting| database_url(checker, &setting))
         .unwrap_or_else(|| DatabaseUrl::Sqlite(PathBuf::from(":memory:")));
-    let schema = reader.string(table, S, "schema").and_then(|setting| {
-        let is_identifier = setting.value.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+    let schema = checker
+        .string(table.schema.as_ref(), "database.schema")
+        .and_then(|setting| {
+            let is_identifier = setting.value.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
             && setting.value.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
             // Postgres truncates identifiers at 63 bytes (NAMEDATALEN - 1).
             && setting.value.len() <= 63;
-        if !is_identifier {
-            reader.error(
-                "database.schema",
-                format!("\"{}\" is not a plain identifier", setting.raw),
-                "use letters, digits and _, starting with a letter, at most 63 characters",
-            );
-            return None;
-        }
-        if matches!(url, DatabaseUrl::Sqlite(_)) {
-            reader.error(
-                "database.schema",
-                "only applies to Postgres",
-                "remove it, or use a postgres:// url",
-            );
-            return None;
-        }
-        Some(setting.value)
-    });
-    let max_retries = reader.int(table, S, "max_retries", DEFAULT_DATABASE_MAX_RETRIES, 0);
+            if !is_identifier {
+                checker.error(
+                    Some(&setting.span),
+                    "database.schema",
+                    format!("\"{}\" is not a plain identifier", setting.raw),
+                    "use letters, digits and _, starting with a letter, at most 63 characters",
+                );
+                return None;
+            }
+            if matches!(url, DatabaseUrl::Sqlite(_)) {
+                checker.error(
+                    Some(&setting.span),
+                    "database.schema",
+                    "only applies to Postgres",
+                    "remove it, or use a postgres:// url",
+                );
+                return None;
+            }
+            Some(setting.value)
+        });
+    let max_retries = checker.int(
+        table.max_retries.as_ref(),
+        "database.max_retries",
+        DEFAULT_DATABASE_MAX_RETRIES,
+        0,
+    );
     DatabaseConfig {
         url,
         schema,
@@ -284,14 +321,16 @@ pub(super) fn database(reader: &mut Reader<'_>, table: &Table) -> DatabaseConfig
 }
 
 /// `sqlite://path`, `sqlite:path`, `sqlite::memory:`, `postgres://...`, `postgresql://...`.
-fn database_url(reader: &mut Reader<'_>, setting: &Setting) -> Option<DatabaseUrl> {
+fn database_url(checker: &mut Checker<'_>, setting: &Setting) -> Option<DatabaseUrl> {
     const FIX: &str = "write sqlite://path/to/file.db, sqlite::memory: or postgres://user@host/db";
+    let at = Some(&setting.span);
     let value = setting.value.as_str();
     if value.starts_with("postgres://") || value.starts_with("postgresql://") {
         return match url::Url::parse(value) {
             Ok(url) => Some(DatabaseUrl::Postgres(SecretUrl::new(url))),
             Err(err) => {
-                reader.error(
+                checker.error(
+                    at,
                     "database.url",
                     format!("is not a valid postgres URL ({err})"),
                     FIX,
@@ -303,7 +342,7 @@ fn database_url(reader: &mut Reader<'_>, setting: &Setting) -> Option<DatabaseUr
     if let Some(rest) = value.strip_prefix("sqlite:") {
         let path = rest.strip_prefix("//").unwrap_or(rest);
         if path.is_empty() {
-            reader.error("database.url", "names no SQLite file", FIX);
+            checker.error(at, "database.url", "names no SQLite file", FIX);
             return None;
         }
         return Some(DatabaseUrl::Sqlite(PathBuf::from(path)));
@@ -319,36 +358,63 @@ fn database_url(reader: &mut Reader<'_>, setting: &Setting) -> Option<DatabaseUr
     } else {
         format!("scheme \"{scheme}\" is not supported")
     };
-    reader.error("database.url", problem, FIX);
+    checker.error(at, "database.url", problem, FIX);
     None
 }
 
 /// `[sync]` (an empty table when absent).
-pub(super) fn sync(reader: &mut Reader<'_>, table: &Table) -> SyncConfig {
-    const S: &str = "sync";
-    reader.check_keys(S, table, SYNC_KEYS);
-    let start_block = reader.int(table, S, "start_block", DEFAULT_START_BLOCK, 0);
-    let finality = finality(reader, table);
-    let initial_block_range = reader.int(
-        table,
-        S,
-        "initial_block_range",
+pub(super) fn sync(checker: &mut Checker<'_>, table: &RawSync) -> SyncConfig {
+    let f = |key: &str| field("sync", key);
+    let start_block = checker.int(
+        table.start_block.as_ref(),
+        &f("start_block"),
+        DEFAULT_START_BLOCK,
+        0,
+    );
+    let finality = finality(checker, table.finality.as_ref());
+    let initial_block_range = checker.int(
+        table.initial_block_range.as_ref(),
+        &f("initial_block_range"),
         DEFAULT_INITIAL_BLOCK_RANGE,
         1,
     );
-    let max_block_range = reader.int(table, S, "max_block_range", DEFAULT_MAX_BLOCK_RANGE, 1);
+    let max_block_range = checker.int(
+        table.max_block_range.as_ref(),
+        &f("max_block_range"),
+        DEFAULT_MAX_BLOCK_RANGE,
+        1,
+    );
     if initial_block_range > max_block_range {
-        reader.error(
+        checker.error(
+            table
+                .initial_block_range
+                .as_ref()
+                .map(|l| l.span())
+                .as_ref(),
             "sync.initial_block_range",
             format!("{initial_block_range} is above sync.max_block_range ({max_block_range})"),
             "make initial_block_range at most max_block_range",
         );
     }
-    let max_reorg_depth = reader.int(table, S, "max_reorg_depth", DEFAULT_MAX_REORG_DEPTH, 1);
-    let transactions = reader.bool(table, S, "transactions", false);
-    let transaction_receipts = reader.bool(table, S, "transaction_receipts", false);
+    let max_reorg_depth = checker.int(
+        table.max_reorg_depth.as_ref(),
+        &f("max_reorg_depth"),
+        DEFAULT_MAX_REORG_DEPTH,
+        1,
+    );
+    let transactions = checker.bool(table.transactions.as_ref(), &f("transactions"), false);
+    let transaction_receipts = checker.bool(
+        table.transaction_receipts.as_ref(),
+        &f("transaction_receipts"),
+        false,
+    );
     if transaction_receipts && !transactions {
-        reader.error(
+        checker.error(
+            table
+                .transaction_receipts
+                .as_ref()
+                .map(|l| l.span())
+                .as_ref(),
             "sync.transaction_receipts",
             "true adds columns to the transactions table, which is off",
             "set transactions = true too, or remove transaction_receipts",
@@ -358,7 +424,8 @@ pub(super) fn sync(reader: &mut Reader<'_>, table: &Table) -> SyncConfig {
     // there would go unseen.
     if let Finality::Confirmations(confirmations) = finality {
         if confirmations > max_reorg_depth {
-            reader.error(
+            checker.error(
+                table.finality.as_ref().map(|l| l.span()).as_ref(),
                 "sync.finality",
                 format!(
                     "{confirmations} confirmations is more than sync.max_reorg_depth ({max_reorg_depth}), \
@@ -373,49 +440,63 @@ pub(super) fn sync(reader: &mut Reader<'_>, table: &Table) -> SyncConfig {
         finality,
         initial_block_range,
         max_block_range,
-        target_logs_per_request: reader.int(
-            table,
-            S,
-            "target_logs_per_request",
+        target_logs_per_request: checker.int(
+            table.target_logs_per_request.as_ref(),
+            &f("target_logs_per_request"),
             DEFAULT_TARGET_LOGS_PER_REQUEST,
             1,
         ),
-        max_batch_logs: reader.int(table, S, "max_batch_logs", DEFAULT_MAX_BATCH_LOGS, 1),
-        max_queued_batches: reader.int(
-            table,
-            S,
-            "max_queued_batches",
+        max_batch_logs: checker.int(
+            table.max_batch_logs.as_ref(),
+            &f("max_batch_logs"),
+            DEFAULT_MAX_BATCH_LOGS,
+            1,
+        ),
+        max_queued_batches: checker.int(
+            table.max_queued_batches.as_ref(),
+            &f("max_queued_batches"),
             DEFAULT_MAX_QUEUED_BATCHES,
             1,
         ),
         max_reorg_depth,
-        defer_indexes_min_blocks: reader.int(
-            table,
-            S,
-            "defer_indexes_min_blocks",
+        defer_indexes_min_blocks: checker.int(
+            table.defer_indexes_min_blocks.as_ref(),
+            &f("defer_indexes_min_blocks"),
             DEFAULT_DEFER_INDEXES_MIN_BLOCKS,
             1,
         ),
-        poll_interval: reader.duration(table, S, "poll_interval", DEFAULT_POLL_INTERVAL),
-        shutdown_grace: reader.duration(table, S, "shutdown_grace", DEFAULT_SHUTDOWN_GRACE),
-        strict: reader.bool(table, S, "strict", false),
-        block_timestamps: reader.bool(table, S, "block_timestamps", true),
+        poll_interval: checker.duration(
+            table.poll_interval.as_ref(),
+            &f("poll_interval"),
+            DEFAULT_POLL_INTERVAL,
+        ),
+        shutdown_grace: checker.duration(
+            table.shutdown_grace.as_ref(),
+            &f("shutdown_grace"),
+            DEFAULT_SHUTDOWN_GRACE,
+        ),
+        strict: checker.bool(table.strict.as_ref(), &f("strict"), false),
+        block_timestamps: checker.bool(
+            table.block_timestamps.as_ref(),
+            &f("block_timestamps"),
+            true,
+        ),
         transactions,
         transaction_receipts,
     }
 }
 
 /// `sync.finality`: `"finalized"`, or confirmations as an integer or a string of digits.
-fn finality(reader: &mut Reader<'_>, table: &Table) -> Finality {
+fn finality(checker: &mut Checker<'_>, leaf: Option<&super::raw::Leaf>) -> Finality {
     const FIX: &str = "write \"finalized\" or a number of confirmations such as 12";
-    let field = field("sync", "finality");
-    match table.get("finality") {
-        None => Finality::Finalized,
-        Some(Value::Integer(_)) => {
-            Finality::Confirmations(reader.int(table, "sync", "finality", 0, 0))
-        }
-        Some(Value::String(_)) => {
-            let Some(setting) = reader.string(table, "sync", "finality") else {
+    const FIELD: &str = "sync.finality";
+    let Some(value) = leaf else {
+        return Finality::Finalized;
+    };
+    match value.get_ref() {
+        Value::Integer(_) => Finality::Confirmations(checker.int(leaf, FIELD, 0, 0)),
+        Value::String(_) => {
+            let Some(setting) = checker.string(leaf, FIELD) else {
                 return Finality::Finalized;
             };
             if setting.value == "finalized" {
@@ -428,33 +509,46 @@ fn finality(reader: &mut Reader<'_>, table: &Table) -> Finality {
             {
                 Finality::Confirmations(n)
             } else {
-                reader.error(
-                    &field,
+                checker.error(
+                    Some(&setting.span),
+                    FIELD,
                     format!("\"{}\" is not a finality", setting.raw),
                     FIX,
                 );
                 Finality::Finalized
             }
         }
-        Some(other) => {
-            reader.error(&field, format!("is a {}", other.type_str()), FIX);
+        other => {
+            checker.error(
+                Some(&value.span()),
+                FIELD,
+                format!("is a {}", other.type_str()),
+                FIX,
+            );
             Finality::Finalized
         }
     }
 }
 
-/// `[metrics]` (only when the section is present).
-pub(super) fn metrics(reader: &mut Reader<'_>, table: &Table) -> Option<MetricsConfig> {
-    const S: &str = "metrics";
+/// `[metrics]` (only when the section is present); `at` is the table's span, for the keys it lacks.
+pub(super) fn metrics(
+    checker: &mut Checker<'_>,
+    table: &RawMetrics,
+    at: &Span,
+) -> Option<MetricsConfig> {
     const FIX: &str =
         "write addr = \"127.0.0.1:9090\" (host:port), or remove the [metrics] section";
-    reader.check_keys(S, table, METRICS_KEYS);
-    let max_stall = reader.duration(table, S, "max_stall", DEFAULT_MAX_STALL);
-    let setting = reader.required_string(table, S, "addr", FIX)?;
+    let max_stall = checker.duration(
+        table.max_stall.as_ref(),
+        "metrics.max_stall",
+        DEFAULT_MAX_STALL,
+    );
+    let setting = checker.required_string(table.addr.as_ref(), Some(at), "metrics.addr", FIX)?;
     match setting.value.parse() {
         Ok(addr) => Some(MetricsConfig { addr, max_stall }),
         Err(_) => {
-            reader.error(
+            checker.error(
+                Some(&setting.span),
                 "metrics.addr",
                 format!("\"{}\" is not an IP address and port", setting.raw),
                 FIX,

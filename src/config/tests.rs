@@ -299,11 +299,11 @@ address = "0xa0b86991c6218b36c1d19d4a2e9eb0ce3606eb48"
 events = ["event Transfer(address indexed from, address indexed to, uint256 value)"]
 "#,
         &[
-            "<dir>/config.toml: colour: unknown key \"colour\" (valid keys here: node, database, sync, contracts, metrics)",
-            "<dir>/config.toml: node.max_concurency: unknown key \"max_concurency\" (did you mean \"max_concurrency\"?)",
-            "<dir>/config.toml: database.shema: unknown key \"shema\" (did you mean \"schema\"?)",
-            "<dir>/config.toml: sync.finalty: unknown key \"finalty\" (did you mean \"finality\"?)",
-            "<dir>/config.toml: contracts[0].adress: unknown key \"adress\" (did you mean \"address\"?)",
+            "<dir>/config.toml:2: colour: unknown key \"colour\" (valid keys here: node, database, sync, contracts, metrics)",
+            "<dir>/config.toml:5: node.max_concurency: unknown key \"max_concurency\" (did you mean \"max_concurrency\"?)",
+            "<dir>/config.toml:8: database.shema: unknown key \"shema\" (did you mean \"schema\"?)",
+            "<dir>/config.toml:10: sync.finalty: unknown key \"finalty\" (did you mean \"finality\"?)",
+            "<dir>/config.toml:13: contracts[0].adress: unknown key \"adress\" (did you mean \"address\"?)",
         ],
     );
 }
@@ -505,19 +505,19 @@ fn parses_database_urls() {
     check_database(
         "mysql://root:hunter2@h/db",
         Err(&format!(
-            "<dir>/config.toml: database.url: scheme \"mysql\" is not supported {FIX}"
+            "<dir>/config.toml:4: database.url: scheme \"mysql\" is not supported {FIX}"
         )),
     );
     check_database(
         "logslice.db",
         Err(&format!(
-            "<dir>/config.toml: database.url: is not a database URL {FIX}"
+            "<dir>/config.toml:4: database.url: is not a database URL {FIX}"
         )),
     );
     check_database(
         "sqlite://",
         Err(&format!(
-            "<dir>/config.toml: database.url: names no SQLite file {FIX}"
+            "<dir>/config.toml:4: database.url: names no SQLite file {FIX}"
         )),
     );
 }
@@ -527,11 +527,11 @@ fn checks_the_database_schema() {
     check_ok(&format!("[node]\nurl = \"sim://\"\n[database]\nurl = \"postgres://u@h/db\"\nschema = \"idx_1\"\n{TRANSFER_CONTRACT}"));
     check_errors(
         &format!("[node]\nurl = \"sim://\"\n[database]\nurl = \"postgres://u@h/db\"\nschema = \"a; drop\"\n{TRANSFER_CONTRACT}"),
-        &["<dir>/config.toml: database.schema: \"a; drop\" is not a plain identifier (use letters, digits and _, starting with a letter, at most 63 characters)"],
+        &["<dir>/config.toml:5: database.schema: \"a; drop\" is not a plain identifier (use letters, digits and _, starting with a letter, at most 63 characters)"],
     );
     check_errors(
         &format!("[node]\nurl = \"sim://\"\n[database]\nurl = \"sqlite::memory:\"\nschema = \"idx\"\n{TRANSFER_CONTRACT}"),
-        &["<dir>/config.toml: database.schema: only applies to Postgres (remove it, or use a postgres:// url)"],
+        &["<dir>/config.toml:5: database.schema: only applies to Postgres (remove it, or use a postgres:// url)"],
     );
 }
 
@@ -680,13 +680,13 @@ fn knows_the_selectors_of_every_named_event_of_the_abi() {
 fn parses_inline_event_signatures() {
     check_tables(
         &contract(
-            "name = \"pair\"\naddress = \"0xa0b86991c6218b36c1d19d4a2e9eb0ce3606eb48\"\nevents = [\n\"Swap(address indexed sender, uint amount0In, uint amount1In, uint amount0Out, uint amount1Out, address indexed to)\",\n\"event Sync(uint112 reserve0, uint112 reserve1)\",\n\"event Ping(uint256 indexed n) anonymous\",\n\"event Ping(uint256 indexed n, bytes b) anonymous\",\n]\nstart_block = 5",
+            "name = \"pair\"\naddress = \"0xa0b86991c6218b36c1d19d4a2e9eb0ce3606eb48\"\nevents = [\n\"Swap(address indexed sender, uint amount0In, uint amount1In, uint amount0Out, uint amount1Out, address indexed to)\",\n\"event Sync(uint112 reserve0, uint112 reserve1)\",\n\"event Ping(uint256 indexed n) anonymous\",\n\"event Ping(uint256 indexed n, uint256 indexed m) anonymous\",\n]\nstart_block = 5",
         ),
         &[
             ("pair_swap", "Swap(address,uint256,uint256,uint256,uint256,address)"),
             ("pair_sync", "Sync(uint112,uint112)"),
             ("pair_ping", "Ping(uint256)"),
-            ("pair_ping_2", "Ping(uint256,bytes)"),
+            ("pair_ping_2", "Ping(uint256,uint256)"),
         ],
     );
 }
@@ -707,13 +707,13 @@ fn rejects_bad_contracts() {
              [[contracts]]\nname = \"A\"\n{A}\n{EV}\n"
         )),
         &[
-            "<dir>/config.toml: contracts[0].name: \"9lives\" does not start with a letter in snake case (\"9lives\") (use a name like \"usdc\" or \"uniswap_v2_pair\")",
-            "<dir>/config.toml: contracts[1].address: \"0x12\" is not a 20-byte address (write 0x and 40 hex digits)",
-            "<dir>/config.toml: contracts[2].address: \"0xa0B86991c6218b36c1d19d4a2e9eb0ce3606eb48\" has mixed case but a wrong EIP-55 checksum (a typo?) (check the address; if it is right, write 0xA0b86991c6218b36c1d19D4a2e9Eb0cE3606eB48 or all lowercase)",
-            "<dir>/config.toml: contracts[3].addresses: is empty (write address = \"0x...\" or addresses = [\"0x...\", ...])",
-            "<dir>/config.toml: contracts[4].addresses: is given together with address (keep only one of them)",
-            "<dir>/config.toml: contracts[5].abi: is missing, and so is events (give abi = \"path/to/abi.json\", or events = [\"event Transfer(address indexed from, address indexed to, uint256 value)\"])",
-            "<dir>/config.toml: contracts[6].name: \"A\" is also the name of contracts[1] (give each contract its own name (names are compared in snake case))",
+            "<dir>/config.toml:8: contracts[0].name: \"9lives\" does not start with a letter in snake case (\"9lives\") (use a name like \"usdc\" or \"uniswap_v2_pair\")",
+            "<dir>/config.toml:13: contracts[1].address: \"0x12\" is not a 20-byte address (write 0x and 40 hex digits)",
+            "<dir>/config.toml:17: contracts[2].address: \"0xa0B86991c6218b36c1d19d4a2e9eb0ce3606eb48\" has mixed case but a wrong EIP-55 checksum (a typo?) (check the address; if it is right, write 0xA0b86991c6218b36c1d19D4a2e9Eb0cE3606eB48 or all lowercase)",
+            "<dir>/config.toml:21: contracts[3].addresses: is empty (write address = \"0x...\" or addresses = [\"0x...\", ...])",
+            "<dir>/config.toml:26: contracts[4].addresses: is given together with address (keep only one of them)",
+            "<dir>/config.toml:28: contracts[5].abi: is missing, and so is events (give abi = \"path/to/abi.json\", or events = [\"event Transfer(address indexed from, address indexed to, uint256 value)\"])",
+            "<dir>/config.toml:32: contracts[6].name: \"A\" is also the name of contracts[1] (give each contract its own name (names are compared in snake case))",
         ],
     );
 }
@@ -731,13 +731,13 @@ fn rejects_bad_abis_and_event_selections() {
              [[contracts]]\nname = \"f\"\n{A}\nevents = []\n"
         )),
         &[
-            "<dir>/config.toml: contracts[0].abi: cannot read \"abis/missing.json\" (<dir>/abis/missing.json): No such file or directory (os error 2) (check the path; it is relative to the config file's directory)",
+            "<dir>/config.toml:10: contracts[0].abi: cannot read \"abis/missing.json\" (<dir>/abis/missing.json): No such file or directory (os error 2) (check the path; it is relative to the config file's directory)",
             "<dir>/abis/broken.json: contracts[1].abi: is not a JSON ABI: expected value at line 2 column 10 (give a JSON array of ABI items, or a Hardhat/Foundry artifact with an \"abi\" field)",
             "<dir>/abis/no_events.json: contracts[2].abi: the ABI has no events (point abi at the contract that emits the events, or list events = [\"event ...\"])",
-            "<dir>/config.toml: contracts[3].events[1]: \"Tranfser\" is not an event of <dir>/abis/erc20.json (use one of: Approval(address,address,uint256), Deposit(address,uint256), Deposit(address,uint256,bytes), Transfer(address,address,uint256))",
-            "<dir>/config.toml: contracts[4].events[0]: \"Transfer\" is not an event signature: parser error: Transfer ^ expected `(` (write e.g. \"event Transfer(address indexed from, address indexed to, uint256 value)\" (or give abi to select events by name))",
-            "<dir>/config.toml: contracts[4].events[1]: event Bad(uint256,uint256,uint256,uint256): invalid log topic list length: expected 4 topics, got 5 (fix the event's parameter types (at most 3 indexed, 4 if anonymous))",
-            "<dir>/config.toml: contracts[5].events: is empty (remove it to index every event of the ABI, or list some)",
+            "<dir>/config.toml:23: contracts[3].events[1]: \"Tranfser\" is not an event of <dir>/abis/erc20.json (use one of: Approval(address,address,uint256), Deposit(address,uint256), Deposit(address,uint256,bytes), Transfer(address,address,uint256))",
+            "<dir>/config.toml:27: contracts[4].events[0]: \"Transfer\" is not an event signature: parser error: Transfer ^ expected `(` (write e.g. \"event Transfer(address indexed from, address indexed to, uint256 value)\" (or give abi to select events by name))",
+            "<dir>/config.toml:27: contracts[4].events[1]: event Bad(uint256,uint256,uint256,uint256): invalid log topic list length: expected 4 topics, got 5 (fix the event's parameter types (at most 3 indexed, 4 if anonymous))",
+            "<dir>/config.toml:31: contracts[5].events: is empty (remove it to index every event of the ABI, or list some)",
         ],
     );
 }
@@ -749,7 +749,7 @@ fn rejects_table_names_shared_by_two_contracts() {
             "[[contracts]]\nname = \"token_a\"\naddress = \"0xa0b86991c6218b36c1d19d4a2e9eb0ce3606eb48\"\nevents = [\"event Transfer(uint256 x)\"]\n\
              [[contracts]]\nname = \"token\"\naddress = \"0xa0b86991c6218b36c1d19d4a2e9eb0ce3606eb48\"\nevents = [\"event ATransfer(uint256 x)\"]\n",
         ),
-        &["<dir>/config.toml: contracts[1].name: table token_a_transfer is also a table of contracts[0] (rename one of the contracts)"],
+        &["<dir>/config.toml:12: contracts[1].name: table token_a_transfer is also a table of contracts[0] (rename one of the contracts)"],
     );
 }
 
@@ -862,15 +862,15 @@ fn rejects_bad_metrics_settings() {
             "[metrics]\naddr = \"localhost\"\nmax_stal = \"1m\"\n{TRANSFER_CONTRACT}"
         )),
         &[
-            "<dir>/config.toml: metrics.max_stal: unknown key \"max_stal\" (did you mean \"max_stall\"?)",
-            "<dir>/config.toml: metrics.addr: \"localhost\" is not an IP address and port (write addr = \"127.0.0.1:9090\" (host:port), or remove the [metrics] section)",
+            "<dir>/config.toml:9: metrics.max_stal: unknown key \"max_stal\" (did you mean \"max_stall\"?)",
+            "<dir>/config.toml:8: metrics.addr: \"localhost\" is not an IP address and port (write addr = \"127.0.0.1:9090\" (host:port), or remove the [metrics] section)",
         ],
     );
     check_errors(
         &config_text(&format!("[metrics]\nmax_stall = \"0s\"\n{TRANSFER_CONTRACT}")),
         &[
-            "<dir>/config.toml: metrics.max_stall: \"0s\" is zero (use a duration above zero)",
-            "<dir>/config.toml: metrics.addr: is missing (write addr = \"127.0.0.1:9090\" (host:port), or remove the [metrics] section)",
+            "<dir>/config.toml:8: metrics.max_stall: \"0s\" is zero (use a duration above zero)",
+            "<dir>/config.toml:7: metrics.addr: is missing (write addr = \"127.0.0.1:9090\" (host:port), or remove the [metrics] section)",
         ],
     );
 }

@@ -329,9 +329,18 @@ async fn bad_filters_exit_78_naming_the_field_and_the_fix() {
         let refused = run(&["sync", "--to", "10"], &path).await;
         assert_eq!(refused.code, Some(78), "{filter}: {}", refused.stderr);
         let file = path.display().to_string();
+        // `<file>:<line>: <field>`.
+        let located = refused
+            .stderr
+            .split(&format!("{file}:"))
+            .skip(1)
+            .any(|rest| {
+                let n_digits = rest.chars().take_while(char::is_ascii_digit).count();
+                n_digits > 0 && rest[n_digits..].starts_with(&format!(": {field}"))
+            });
         assert!(
-            refused.stderr.contains(&format!("{file}: {field}")) && refused.stderr.contains(fix),
-            "{filter}: the message names {file}, {field} and the fix: {}",
+            located && refused.stderr.contains(fix),
+            "{filter}: the message names {file}, a line, {field} and the fix: {}",
             refused.stderr
         );
         assert!(!work.db().exists(), "{filter}: no database was created");

@@ -602,6 +602,13 @@ async fn every_bad_config_exits_78_naming_file_field_and_fix_without_printing_se
             names: strings(&["broken.json", "contracts[0].abi", "is not a JSON ABI", "give a JSON array of ABI items"]),
         },
         Case {
+            name: "two anonymous events of one topic count",
+            config: with("[[contracts]]\nname = \"t\"\naddress = \"0xa0b86991c6218b36c1d19d4a2e9eb0ce3606eb48\"\nevents = [\"event A(uint256 indexed x) anonymous\", \"event B(uint256 indexed y) anonymous\"]\n"),
+            args: sync.clone(),
+            code: 78,
+            names: strings(&["config.toml", "contracts[0].events[1]", "contract t: the anonymous events A(uint256) and B(uint256)", "index only one of them"]),
+        },
+        Case {
             name: "event not in the ABI",
             config: with(&token_a("events = [\"Tranfser\"]")),
             args: sync.clone(),

@@ -1,15 +1,20 @@
-//! Walking a `toml::Table` by hand: known keys per section, typed getters with defaults, `${VAR}`
-//! interpolation, and the error list they all push to.
+//! The validation pass's tools: the error list (each error with its line), `${VAR}` interpolation, and the
+//! typing of a [`Leaf`] as a string, an integer, a duration or a boolean with its default.
 //!
-//! Every getter records a located error and returns a default instead of stopping, so one pass reports
+//! Every function records a located error and returns a default instead of stopping, so one pass reports
 //! every problem. Messages quote what the user wrote (the `${VAR}` template), never an interpolated value,
 //! which may be a key or a password.
 
+use std::ops::Range;
 use std::time::Duration;
 
-use toml::{Table, Value};
+use toml::{Spanned, Value};
 
+use super::raw::{Leaf, TableOr};
 use super::ConfigError;
+
+/// Byte offsets of a value in the config file.
+pub(super) type Span = Range<usize>;
 
 /// A string setting: as written, and after `${VAR}` interpolation.
 pub(super) struct Setting {
@@ -17,15 +22,8 @@ pub(super) struct Setting {
     pub raw: String,
     /// Interpolated: may hold a secret; never put it in a message.
     pub value: String,
-}
-
-/// The error list and the environment, shared by every section.
-pub(super) struct Reader<'a> {
-    /// The config file, as given.
-    pub file: String,
-    /// Every problem found so far.
-    pub errors: Vec<ConfigError>,
-    env: &'a dyn Fn(&str) -> Option<String>,
+    /// Where it is written.
+    pub span: Span,
 }
 
 /// `section.key`, or `key` at the top level.
@@ -37,27 +35,53 @@ pub(super) fn field(section: &str, key: &str) -> String {
     }
 }
 
-impl<'a> Reader<'a> {
-    pub(super) fn new(file: String, env: &'a dyn Fn(&str) -> Option<String>) -> Self {
+/// The error list, the environment and the file's line starts, shared by every section.
+pub(super) struct Checker<'a> {
+    /// The config file, as given.
+    pub file: String,
+    /// Every problem found so far.
+    pub errors: Vec<ConfigError>,
+    env: &'a dyn Fn(&str) -> Option<String>,
+    /// Byte offset of each line's first character.
+    line_starts: Vec<usize>,
+}
+
+impl<'a> Checker<'a> {
+    pub(super) fn new(file: String, text: &str, env: &'a dyn Fn(&str) -> Option<String>) -> Self {
+        let line_starts = std::iter::once(0)
+            .chain(text.match_indices('\n').map(|(idx, _)| idx + 1))
+            .collect();
         Self {
             file,
             errors: Vec::new(),
             env,
+            line_starts,
         }
     }
 
-    /// Records a problem in the config file.
+    /// The 1-based line of a byte offset.
+    pub(super) fn line(&self, offset: usize) -> usize {
+        self.line_starts.partition_point(|&start| start <= offset)
+    }
+
+    /// Records a problem in the config file, at the line of `at` when known.
     pub(super) fn error(
         &mut self,
+        at: Option<&Span>,
         field: &str,
         problem: impl Into<String>,
         fix: impl Into<String>,
     ) {
-        let file = self.file.clone();
-        self.error_in(file, field, problem, fix);
+        self.errors.push(ConfigError {
+            file: self.file.clone(),
+            line: at.map(|span| self.line(span.start)),
+            field: field.to_owned(),
+            problem: problem.into(),
+            fix: fix.into(),
+        });
     }
 
-    /// Records a problem in another file (an ABI).
+    /// Records a problem in another file (an ABI), whose own message says where.
     pub(super) fn error_in(
         &mut self,
         file: String,
@@ -67,40 +91,29 @@ impl<'a> Reader<'a> {
     ) {
         self.errors.push(ConfigError {
             file,
+            line: None,
             field: field.to_owned(),
             problem: problem.into(),
             fix: fix.into(),
         });
     }
 
-    /// Reports every key of `table` that is not in `known`, suggesting the nearest known key.
-    pub(super) fn check_keys(&mut self, section: &str, table: &Table, known: &[&str]) {
-        for key in table.keys() {
-            if known.contains(&key.as_str()) {
-                continue;
-            }
-            let fix = match nearest(key, known) {
-                Some(suggestion) => format!("did you mean \"{suggestion}\"?"),
-                None => format!("valid keys here: {}", known.join(", ")),
-            };
-            self.error(&field(section, key), format!("unknown key \"{key}\""), fix);
-        }
-    }
-
-    /// A sub-table (`[node]`); `None` when absent or not a table (reported).
-    pub(super) fn table<'t>(
+    /// A table and its span; `None` when absent or not a table (reported with `fix`).
+    pub(super) fn table<'r, T>(
         &mut self,
-        parent: &'t Table,
-        section: &str,
-        key: &str,
-    ) -> Option<&'t Table> {
-        match parent.get(key)? {
-            Value::Table(table) => Some(table),
-            other => {
+        raw: Option<&'r Spanned<TableOr<T>>>,
+        field: &str,
+        fix: &str,
+    ) -> Option<(&'r T, Span)> {
+        let raw = raw?;
+        match raw.get_ref() {
+            TableOr::Table(table) => Some((table, raw.span())),
+            TableOr::Other(kind) => {
                 self.error(
-                    &field(section, key),
-                    format!("is a {}, not a table", other.type_str()),
-                    format!("write it as a [{}] section", field(section, key)),
+                    Some(&raw.span()),
+                    field,
+                    format!("is a {kind}, not a table"),
+                    fix,
                 );
                 None
             }
@@ -108,16 +121,19 @@ impl<'a> Reader<'a> {
     }
 
     /// A string, interpolated; `None` when absent or bad (reported).
-    pub(super) fn string(&mut self, table: &Table, section: &str, key: &str) -> Option<Setting> {
-        let field = field(section, key);
-        match table.get(key)? {
-            Value::String(raw) => self.interpolate(&field, raw).map(|value| Setting {
+    pub(super) fn string(&mut self, leaf: Option<&Leaf>, field: &str) -> Option<Setting> {
+        let leaf = leaf?;
+        let span = leaf.span();
+        match leaf.get_ref() {
+            Value::String(raw) => self.interpolate(&span, field, raw).map(|value| Setting {
                 raw: raw.clone(),
                 value,
+                span,
             }),
             other => {
                 self.error(
-                    &field,
+                    Some(&span),
+                    field,
                     format!("is a {}, not a string", other.type_str()),
                     "put the value in double quotes",
                 );
@@ -126,23 +142,23 @@ impl<'a> Reader<'a> {
         }
     }
 
-    /// A required string; reports its absence.
+    /// A required string; its absence is reported at `section` (the line of the table that lacks it).
     pub(super) fn required_string(
         &mut self,
-        table: &Table,
-        section: &str,
-        key: &str,
+        leaf: Option<&Leaf>,
+        section: Option<&Span>,
+        field: &str,
         fix: &str,
     ) -> Option<Setting> {
-        if !table.contains_key(key) {
-            self.error(&field(section, key), "is missing", fix);
+        if leaf.is_none() {
+            self.error(section, field, "is missing", fix);
             return None;
         }
-        self.string(table, section, key)
+        self.string(leaf, field)
     }
 
     /// Replaces each `${NAME}` in `raw` with the environment's value; `None` when one is unset (reported).
-    pub(super) fn interpolate(&mut self, field: &str, raw: &str) -> Option<String> {
+    pub(super) fn interpolate(&mut self, at: &Span, field: &str, raw: &str) -> Option<String> {
         let mut out = String::with_capacity(raw.len());
         let mut rest = raw;
         let mut ok = true;
@@ -151,6 +167,7 @@ impl<'a> Reader<'a> {
             let after = &rest[start + 2..];
             let Some(end) = after.find('}') else {
                 self.error(
+                    Some(at),
                     field,
                     "has \"${\" without a closing \"}\"",
                     "write ${NAME} to read NAME from the environment",
@@ -162,6 +179,7 @@ impl<'a> Reader<'a> {
                 && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
             if !valid_name {
                 self.error(
+                    Some(at),
                     field,
                     format!("\"${{{name}}}\" is not a valid environment variable name"),
                     "use letters, digits and _ in ${NAME}",
@@ -171,6 +189,7 @@ impl<'a> Reader<'a> {
                 out.push_str(&value);
             } else {
                 self.error(
+                    Some(at),
                     field,
                     format!("environment variable {name} is not set"),
                     format!("set {name} in the environment"),
@@ -184,32 +203,28 @@ impl<'a> Reader<'a> {
     }
 
     /// An unsigned integer of type `T`, at least `min`; `default` when absent or bad (reported).
-    pub(super) fn int<T>(
-        &mut self,
-        table: &Table,
-        section: &str,
-        key: &str,
-        default: T,
-        min: u64,
-    ) -> T
+    pub(super) fn int<T>(&mut self, leaf: Option<&Leaf>, field: &str, default: T, min: u64) -> T
     where
         T: TryFrom<u64> + Copy,
     {
-        let field = field(section, key);
-        let Some(value) = table.get(key) else {
+        let Some(leaf) = leaf else {
             return default;
         };
-        let Value::Integer(n) = value else {
+        let at = Some(leaf.span());
+        let at = at.as_ref();
+        let Value::Integer(n) = leaf.get_ref() else {
             self.error(
-                &field,
-                format!("is a {}, not an integer", value.type_str()),
+                at,
+                field,
+                format!("is a {}, not an integer", leaf.get_ref().type_str()),
                 "write a whole number without quotes",
             );
             return default;
         };
         let Ok(n) = u64::try_from(*n) else {
             self.error(
-                &field,
+                at,
+                field,
                 format!("{n} is negative"),
                 "write a number of 0 or more",
             );
@@ -217,7 +232,8 @@ impl<'a> Reader<'a> {
         };
         if n < min {
             self.error(
-                &field,
+                at,
+                field,
                 format!("{n} is below the minimum {min}"),
                 format!("set it to {min} or more"),
             );
@@ -226,7 +242,12 @@ impl<'a> Reader<'a> {
         match T::try_from(n) {
             Ok(t) => t,
             Err(_) => {
-                self.error(&field, format!("{n} is too large"), "use a smaller number");
+                self.error(
+                    at,
+                    field,
+                    format!("{n} is too large"),
+                    "use a smaller number",
+                );
                 default
             }
         }
@@ -235,27 +256,28 @@ impl<'a> Reader<'a> {
     /// A duration like `"15s"` or `"250ms"`, above zero; `default` when absent or bad (reported).
     pub(super) fn duration(
         &mut self,
-        table: &Table,
-        section: &str,
-        key: &str,
+        leaf: Option<&Leaf>,
+        field: &str,
         default: Duration,
     ) -> Duration {
-        let field = field(section, key);
-        let Some(setting) = self.string(table, section, key) else {
-            if table.get(key).is_some_and(Value::is_integer) {
-                // The string getter said "not a string"; say what a duration looks like.
+        let Some(setting) = self.string(leaf, field) else {
+            if let Some(leaf) = leaf.filter(|leaf| leaf.get_ref().is_integer()) {
+                // `string` said "not a string"; say what a duration looks like.
                 self.error(
-                    &field,
+                    Some(&leaf.span()),
+                    field,
                     "needs a unit",
                     "write a duration like \"15s\" or \"250ms\"",
                 );
             }
             return default;
         };
+        let at = Some(&setting.span);
         match humantime::parse_duration(&setting.value) {
             Ok(duration) if duration.is_zero() => {
                 self.error(
-                    &field,
+                    at,
+                    field,
                     format!("\"{}\" is zero", setting.raw),
                     "use a duration above zero",
                 );
@@ -264,7 +286,8 @@ impl<'a> Reader<'a> {
             Ok(duration) => duration,
             Err(err) => {
                 self.error(
-                    &field,
+                    at,
+                    field,
                     format!("\"{}\" is not a duration: {err}", setting.raw),
                     "write a duration like \"15s\" or \"250ms\"",
                 );
@@ -274,13 +297,16 @@ impl<'a> Reader<'a> {
     }
 
     /// A boolean; `default` when absent or bad (reported).
-    pub(super) fn bool(&mut self, table: &Table, section: &str, key: &str, default: bool) -> bool {
-        match table.get(key) {
-            None => default,
-            Some(Value::Boolean(b)) => *b,
-            Some(other) => {
+    pub(super) fn bool(&mut self, leaf: Option<&Leaf>, field: &str, default: bool) -> bool {
+        let Some(leaf) = leaf else {
+            return default;
+        };
+        match leaf.get_ref() {
+            Value::Boolean(b) => *b,
+            other => {
                 self.error(
-                    &field(section, key),
+                    Some(&leaf.span()),
+                    field,
                     format!("is a {}, not a boolean", other.type_str()),
                     "write true or false without quotes",
                 );
@@ -290,43 +316,9 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// The known key nearest to `key`, when near enough to be a likely typo.
-fn nearest<'k>(key: &str, known: &[&'k str]) -> Option<&'k str> {
-    known
-        .iter()
-        .map(|candidate| (strsim::jaro_winkler(key, candidate), *candidate))
-        .filter(|(similarity, candidate)| {
-            *similarity >= 0.85 || strsim::levenshtein(key, candidate) <= 2
-        })
-        .max_by(|a, b| a.0.total_cmp(&b.0))
-        .map(|(_, candidate)| candidate)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn check_nearest(key: &str, expected: Option<&str>) {
-        let known = [
-            "url",
-            "ws_url",
-            "transport",
-            "max_concurrency",
-            "max_retries",
-            "requests_per_second",
-        ];
-        assert_eq!(nearest(key, &known), expected, "{key}");
-    }
-
-    #[test]
-    fn suggests_the_nearest_key_for_typos_only() {
-        check_nearest("max_concurency", Some("max_concurrency"));
-        check_nearest("urll", Some("url"));
-        check_nearest("wsurl", Some("ws_url"));
-        check_nearest("max_retry", Some("max_retries"));
-        check_nearest("requests_per_sec", Some("requests_per_second"));
-        check_nearest("colour", None);
-    }
 
     fn check_interpolate(raw: &str, expected: Result<&str, &str>) {
         let env = |name: &str| match name {
@@ -334,19 +326,19 @@ mod tests {
             "EMPTY" => Some(String::new()),
             _ => None,
         };
-        let mut reader = Reader::new("config.toml".into(), &env);
-        let actual = reader.interpolate("node.url", raw);
+        let mut checker = Checker::new("config.toml".into(), "", &env);
+        let actual = checker.interpolate(&(0..0), "node.url", raw);
         match expected {
             Ok(value) => assert_eq!(actual.as_deref(), Some(value), "{raw}"),
             Err(problem) => {
                 assert_eq!(actual, None, "{raw}");
                 assert!(
-                    reader
+                    checker
                         .errors
                         .iter()
                         .any(|e| e.to_string().contains(problem)),
                     "{:?}",
-                    reader.errors
+                    checker.errors
                 );
             }
         }
@@ -364,5 +356,13 @@ mod tests {
         );
         check_interpolate("${KEY", Err("without a closing"));
         check_interpolate("${1X}", Err("not a valid environment variable name"));
+    }
+
+    #[test]
+    fn counts_lines_from_one() {
+        let env = |_: &str| None;
+        let checker = Checker::new("c".into(), "a\nbc\n\nd", &env);
+        let lines: Vec<usize> = [0, 1, 2, 4, 5, 6].map(|o| checker.line(o)).to_vec();
+        assert_eq!(lines, [1, 1, 2, 2, 3, 4]);
     }
 }
