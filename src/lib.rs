@@ -32,4 +32,3 @@ pub mod observe;
 pub mod status;
 // An error -> its exit code.
 pub mod exit;
-
