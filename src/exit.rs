@@ -21,7 +21,8 @@ pub const TEMPFAIL: u8 = 75;
 pub const CONFIG: u8 = 78;
 /// Interrupted by SIGINT/SIGTERM.
 pub const INTERRUPTED: u8 = 130;
-/// A bug in logslice (a task panicked); sysexits' EX_SOFTWARE. Not a code of `interface.md`'s table, whose
+/// A bug in logslice (a panic, or an invariant that failed: a fetch that ended with blocks left over, a
+/// batch that would skip blocks); sysexits' EX_SOFTWARE. Not a code of `interface.md`'s table, whose
 /// codes all describe the node, the database or the input: this one says none of them is to blame.
 pub const SOFTWARE: u8 = 70;
 
@@ -41,6 +42,10 @@ pub fn code(err: &Error) -> u8 {
             source: sink::Error::Unstorable { .. },
             ..
         } => DATA,
+        Error::Database {
+            source: sink::Error::Skipped { .. } | sink::Error::Gap(_),
+            ..
+        } => SOFTWARE,
         Error::Database { .. } => IO,
         Error::Node { source, .. } => match source {
             fetch::Error::Rejected { .. } => UNAVAILABLE,
@@ -50,7 +55,7 @@ pub fn code(err: &Error) -> u8 {
             // A reorg under the request that nothing read again: a later run reads the chain afresh.
             fetch::Error::Exhausted { .. } | fetch::Error::UnknownBlock { .. } => TEMPFAIL,
             fetch::Error::Interrupted => INTERRUPTED,
-            fetch::Error::Panicked(_) => SOFTWARE,
+            fetch::Error::Panicked(_) | fetch::Error::Unfinished { .. } => SOFTWARE,
             fetch::Error::Fatal { .. }
             | fetch::Error::NoReceipts { .. }
             | fetch::Error::Inconsistent(_)

@@ -82,17 +82,15 @@ impl Job {
     /// A batch of `fetched`'s range with its bookkeeping (children created in it, blocks read from
     /// receipts, the checkpoints it moves) and no rows yet.
     fn shell(&self, fetched: &[Fetched]) -> Batch {
-        let first = fetched
-            .first()
-            .map(|f| f.range.start())
-            .expect("a batch has at least one range");
         let last = fetched
             .last()
             .map(|f| f.range.end())
             .expect("a batch has at least one range");
-        let range = BlockRange::new(first, last);
+        // Each range as fetched: the sink refuses a batch whose ranges leave a gap (`sink::Error::Gap`).
+        let ranges: Vec<BlockRange> = fetched.iter().map(|f| f.range).collect();
+        let range = BlockRange::new(ranges[0].start(), last);
         Batch {
-            range,
+            ranges,
             children: range.map_or_else(Vec::new, |range| self.child_rows(range)),
             receipt_blocks: fetched
                 .iter()

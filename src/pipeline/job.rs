@@ -55,6 +55,10 @@ pub struct Job {
     pub(super) timestamps: sink::Timestamps,
     /// `[sync] transactions`: batches carry the rows of `transactions` ([`super::transactions`]).
     pub(super) transactions: sink::Transactions,
+    /// Tests only: the backfill's planners never hand out a range from this block on
+    /// ([`Planner::hold_back`]), as a planner with a bug that loses ranges would.
+    #[cfg(test)]
+    pub(super) hold_back: Option<BlockNumber>,
 }
 
 impl Job {
@@ -180,6 +184,8 @@ impl Job {
                 (true, false) => sink::Transactions::Stored,
                 (true, true) => sink::Transactions::WithReceipts,
             },
+            #[cfg(test)]
+            hold_back: None,
         })
     }
 
@@ -299,6 +305,10 @@ impl Job {
         let mut planner = self.planner_factory(config)(plan);
         if let Some(joins) = self.address_joins() {
             planner.weigh_by_addresses(joins);
+        }
+        #[cfg(test)]
+        if let Some(start) = self.hold_back {
+            planner.hold_back(start);
         }
         planner
     }

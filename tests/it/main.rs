@@ -2,6 +2,7 @@
 
 mod anon;
 mod anvil;
+mod continuity;
 mod devnode;
 mod devnode_factory;
 mod devnode_limits;
