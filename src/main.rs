@@ -12,6 +12,7 @@ use logslice::cli::{Cli, LogFormat};
 use logslice::observe::{Console, ProgressMode, Verbosity};
 
 fn main() -> ExitCode {
+    logslice::exit::exit_on_panic();
     tune_allocator();
     let cli = Cli::parse();
     let level = match (cli.quiet, cli.verbose) {
