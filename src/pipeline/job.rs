@@ -324,7 +324,7 @@ impl Job {
     }
 
     /// Whether a log is one the database keeps, as [`Job::build_batch`] decides it: not `removed`, of a
-    /// contract that has joined by its block, matched by one of its configured events (a factory's child
+    /// contract that has joined by its block, taken by one of its configured events (a factory's child
     /// read ahead counts before its creating log is registered). For the stamping stage, which reads
     /// headers only for the blocks of such logs.
     pub(super) fn stored(&self) -> super::enrich::Stored {
@@ -338,11 +338,7 @@ impl Job {
             }
             let joined_and_matched = |contract_idx: usize| {
                 let contract = &contracts[contract_idx];
-                contract.next <= log.block_number
-                    && contract
-                        .tables
-                        .iter()
-                        .any(|&t| decoders[t].matches(&log.topics))
+                contract.next <= log.block_number && super::batch::keeps(contract, &decoders, log)
             };
             let configured = by_address.get(&log.address).into_iter().flatten();
             if configured.copied().any(joined_and_matched) {
