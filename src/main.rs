@@ -19,6 +19,7 @@ use cli::{Cli, LogFormat};
 use logslice::observe::{Console, ProgressMode, Verbosity};
 
 fn main() -> ExitCode {
+    logslice::exit::exit_on_panic();
     tune_allocator();
     #[cfg(feature = "sim")]
     sim::install();

@@ -37,11 +37,22 @@
 //!
 //! Integers narrower than 256 bits must be properly padded (no dirty high bits, sign-extended when
 //! signed); otherwise the log is a [`DecodeError::Mismatch`]. Addresses and bools are not checked that way.
+//! When every non-indexed parameter is static (no `string`, `bytes`, dynamic array, or tuple or fixed array
+//! holding one), the data must be exactly as long as they are encoded: a log with bytes over, or short of
+//! them, is a [`DecodeError::Mismatch`] too.
+//!
+//! # Which event a log is
+//!
+//! A log is offered to the configured events of its contract in their configured order ([`Offer`]): a named
+//! event takes it by topic0 and topic count; an anonymous event, having no topic0, only by its exact shape
+//! (see [`Claim`]), and the first anonymous event that takes a log is the only one that does.
 
 mod names;
+mod offer;
 mod value;
 mod words;
 
+pub use offer::Offer;
 pub use value::{Integer, Word, MAX_DECIMAL_LEN};
 
 /// A decoded log's values, one per parameter column, held inline up to six (`Transfer` has three,
@@ -137,7 +148,8 @@ pub enum DecodeError {
 /// An anonymous event has no topic0, so any log of its contract with its topic count could be one. A log
 /// whose topic0 is the selector of a non-anonymous event of the same contract (configured or only in the
 /// ABI) is that event's and never an anonymous one's; an anonymous event takes the remaining logs of its
-/// topic count whose data decodes.
+/// exact shape: its topic count, data as long as its parameters when they are static, and data that decodes.
+/// Of several anonymous events a log fits, the first configured takes it ([`Offer`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Claim {
     /// Not this event.
@@ -161,6 +173,8 @@ pub struct EventDecoder {
     slots: Vec<Slot>,
     /// The fast path, for an event whose every parameter is one word ([`words`]).
     words: Option<words::Words>,
+    /// The exact length of a log's data when every non-indexed parameter is static; `None` otherwise.
+    data_len: Option<usize>,
 }
 
 /// Where a parameter's value is: alloy returns indexed and body values in two lists.
@@ -212,12 +226,14 @@ impl EventDecoder {
             params.push((ty, param.indexed, kind));
         }
         let words = words::Words::new(&params, resolved.topic_0());
+        let data_len = static_len(resolved.body());
         Ok(Self {
             signature,
             resolved,
             columns,
             slots,
             words,
+            data_len,
         })
     }
 
@@ -270,25 +286,6 @@ impl EventDecoder {
         }
     }
 
-    /// Decodes a log of this event's contract if it is this event's (the rule in [`Claim`]): `Ok(None)`
-    /// when it is not, `Ok(Some(values))` when it is.
-    ///
-    /// # Errors
-    /// [`DecodeError::Mismatch`] when the log has this named event's topic0 and topic count but does not
-    /// decode (malformed). A log that does not decode as an anonymous event is simply not that event's.
-    pub fn decode_own(
-        &self,
-        topics: &[B256],
-        data: &[u8],
-        named_selectors: &[B256],
-    ) -> Result<Option<Values>, DecodeError> {
-        match self.claim(topics, named_selectors) {
-            Claim::No => Ok(None),
-            Claim::Named => self.decode(topics, data).map(Some),
-            Claim::Anonymous => Ok(self.decode(topics, data).ok()),
-        }
-    }
-
     /// The parameter columns, in ABI order.
     pub fn columns(&self) -> &[Column] {
         &self.columns
@@ -298,7 +295,7 @@ impl EventDecoder {
     ///
     /// # Errors
     /// [`DecodeError::Mismatch`] when the topics or data do not fit: wrong topic count or topic0, data too
-    /// short, or an integer with dirty high bits.
+    /// short (or, for static parameters, not exactly their length), or an integer with dirty high bits.
     pub fn decode(&self, topics: &[B256], data: &[u8]) -> Result<Values, DecodeError> {
         let mismatch = |reason: String| DecodeError::Mismatch {
             event: self.signature.clone(),
@@ -312,10 +309,26 @@ impl EventDecoder {
                 topics.len()
             )));
         }
+        self.check_data_len(data)?;
         if let Some(values) = self.words.as_ref().and_then(|w| w.decode(topics, data)) {
             return Ok(values);
         }
         self.decode_with_alloy(topics, data)
+    }
+
+    /// Refuses data that is not exactly as long as static parameters take: alloy reads what it needs and
+    /// ignores bytes over, which would let a log of another shape pass for this event.
+    fn check_data_len(&self, data: &[u8]) -> Result<(), DecodeError> {
+        match self.data_len {
+            Some(len) if data.len() != len => Err(DecodeError::Mismatch {
+                event: self.signature.clone(),
+                reason: format!(
+                    "the data is {} bytes, but the event's non-indexed parameters take exactly {len}",
+                    data.len()
+                ),
+            }),
+            _ => Ok(()),
+        }
     }
 
     /// Decodes one log with alloy's decoder: every event, and the answer (value or error) for any log the
@@ -345,6 +358,18 @@ impl EventDecoder {
     }
 }
 
+/// The ABI-encoded length of a sequence of `types`, when every one is static (its encoding is then its
+/// words in place, with no offsets); `None` when any is dynamic.
+fn static_len(types: &[DynSolType]) -> Option<usize> {
+    if types.iter().any(DynSolType::is_dynamic) {
+        return None;
+    }
+    let words = types
+        .iter()
+        .fold(0usize, |sum, ty| sum.saturating_add(ty.minimum_words()));
+    Some(words.saturating_mul(32))
+}
+
 /// `snake_case` of an identifier (`fromAddress` -> `from_address`, `USDC` -> `usdc`, `Swap2` -> `swap2`,
 /// `amount0In` -> `amount0_in`, `ERC20Token` -> `erc20_token`, `my-contract` -> `my_contract`).
 ///
@@ -359,5 +384,7 @@ pub fn table_name(contract: &str, event: &str) -> String {
     format!("{}_{}", snake_case(contract), snake_case(event))
 }
 
+#[cfg(test)]
+mod offer_tests;
 #[cfg(test)]
 mod tests;

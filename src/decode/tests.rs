@@ -9,13 +9,13 @@ use proptest::prelude::*;
 
 use super::{ColumnKind, DecodeError, EventDecoder, Value};
 
-fn decoder(signature: &str) -> EventDecoder {
+pub(super) fn decoder(signature: &str) -> EventDecoder {
     let event = Event::parse(signature).unwrap_or_else(|err| panic!("{signature}: {err}"));
     EventDecoder::new(&event).unwrap_or_else(|err| panic!("{signature}: {err}"))
 }
 
 /// Builds the topics and data of a log of `decoder`'s event with these parameter values (ABI order).
-fn encode_log(event: &Event, values: &[DynSolValue]) -> (Vec<B256>, Vec<u8>) {
+pub(super) fn encode_log(event: &Event, values: &[DynSolValue]) -> (Vec<B256>, Vec<u8>) {
     assert_eq!(event.inputs.len(), values.len(), "one value per parameter");
     let mut topics = Vec::new();
     if !event.anonymous {
@@ -74,16 +74,16 @@ fn word(s: &str) -> Value {
     Value::Hex(super::Word::new(&hex::decode(s).expect("hex")).expect("at most 32 bytes"))
 }
 
-fn uint(n: u64, bits: usize) -> DynSolValue {
+pub(super) fn uint(n: u64, bits: usize) -> DynSolValue {
     DynSolValue::Uint(U256::from(n), bits)
 }
 
-fn address(hex_str: &str) -> DynSolValue {
+pub(super) fn address(hex_str: &str) -> DynSolValue {
     DynSolValue::Address(hex_str.parse::<Address>().unwrap())
 }
 
-const A1: &str = "0xa0b86991c6218b36c1d19d4a2e9eb0ce3606eb48";
-const A2: &str = "0xdac17f958d2ee523a2206206994597c13d831ec7";
+pub(super) const A1: &str = "0xa0b86991c6218b36c1d19d4a2e9eb0ce3606eb48";
+pub(super) const A2: &str = "0xdac17f958d2ee523a2206206994597c13d831ec7";
 
 #[test]
 fn maps_parameters_to_columns() {
@@ -321,95 +321,6 @@ fn decodes_an_anonymous_event() {
     assert!(!anonymous.matches(&[B256::ZERO]));
 }
 
-/// Goal: each log reaches exactly its own event's table when a contract has named events of 1 to 4 topics
-/// and anonymous events of 0, 2 and 4 topics that share their topic counts. Method: encode one log of each
-/// event (and of an ABI event that is not configured), offer every log to every configured decoder, and
-/// compare who takes it with who emitted it.
-#[test]
-fn a_log_goes_to_its_own_event_and_never_to_an_anonymous_one_of_the_same_shape() {
-    let configured = [
-        "event Tick(uint256 value)",
-        "event Deposit(address indexed who, uint256 amount)",
-        "event Transfer(address indexed from, address indexed to, uint256 value)",
-        "event Moved(address indexed a, address indexed b, uint256 indexed c, uint256 d)",
-        "event Blob(string s) anonymous",
-        "event Ping(uint256 indexed seq, address indexed who, string note) anonymous",
-        "event Quad(bytes32 indexed a, bytes32 indexed b, bytes32 indexed c, bytes32 indexed d) anonymous",
-    ];
-    // In the ABI, not configured: its logs have Ping's topic count and must not become Pings.
-    let unconfigured = "event Hidden(uint256 indexed x, string y)";
-    let events: Vec<Event> = configured
-        .iter()
-        .chain([&unconfigured])
-        .map(|signature| Event::parse(signature).unwrap())
-        .collect();
-    let mut named_selectors: Vec<B256> = events
-        .iter()
-        .filter(|e| !e.anonymous)
-        .map(Event::selector)
-        .collect();
-    named_selectors.sort();
-    let decoders: Vec<EventDecoder> = events[..configured.len()]
-        .iter()
-        .map(|e| EventDecoder::new(e).unwrap())
-        .collect();
-    let word = |byte: u8| DynSolValue::FixedBytes(B256::repeat_byte(byte), 32);
-    let values: Vec<Vec<DynSolValue>> = vec![
-        vec![uint(7, 256)],
-        vec![address(A1), uint(8, 256)],
-        vec![address(A1), address(A2), uint(9, 256)],
-        vec![address(A1), address(A2), uint(10, 256), uint(11, 256)],
-        vec![DynSolValue::String("blob".into())],
-        vec![
-            uint(12, 256),
-            address(A2),
-            DynSolValue::String("ping".into()),
-        ],
-        vec![word(1), word(2), word(3), word(4)],
-        vec![uint(13, 256), DynSolValue::String("hidden".into())],
-    ];
-    let mut logs: Vec<(Option<usize>, Vec<B256>, Vec<u8>)> = events
-        .iter()
-        .zip(&values)
-        .enumerate()
-        .map(|(event_idx, (event, values))| {
-            let (topics, data) = encode_log(event, values);
-            let owner = (event_idx < configured.len()).then_some(event_idx);
-            (owner, topics, data)
-        })
-        .collect();
-    // Logs of events the contract does not declare: taken by an anonymous event only if their data decodes.
-    let ping_data = encode_log(&events[5], &values[5]).1;
-    logs.push((Some(5), vec![B256::repeat_byte(0xee); 2], ping_data));
-    logs.push((None, vec![B256::repeat_byte(0xee); 2], vec![0xff; 32]));
-    logs.push((None, vec![], vec![0xff; 32]));
-    for (owner, topics, data) in &logs {
-        let takers: Vec<usize> = decoders
-            .iter()
-            .enumerate()
-            .filter(|(_, decoder)| {
-                decoder
-                    .decode_own(topics, data, &named_selectors)
-                    .expect("every named log here decodes")
-                    .is_some()
-            })
-            .map(|(idx, _)| idx)
-            .collect();
-        assert_eq!(
-            takers,
-            owner.iter().copied().collect::<Vec<_>>(),
-            "log with {} topics, topic0 {:?}",
-            topics.len(),
-            topics.first()
-        );
-    }
-    // A named event's log that does not decode is an error, not silently another event's.
-    let (topics, _) = encode_log(&events[1], &values[1]);
-    assert!(decoders[1]
-        .decode_own(&topics, &[], &named_selectors)
-        .is_err());
-}
-
 #[test]
 fn decodes_invalid_utf8_strings_lossily() {
     let event = Event::parse("event E(string s)").unwrap();
@@ -422,7 +333,7 @@ fn decodes_invalid_utf8_strings_lossily() {
     );
 }
 
-fn check_mismatch(signature: &str, topics: &[B256], data: &[u8], reason_contains: &str) {
+pub(super) fn check_mismatch(signature: &str, topics: &[B256], data: &[u8], reason_contains: &str) {
     let decoder = decoder(signature);
     match decoder.decode(topics, data) {
         Err(DecodeError::Mismatch { event, reason }) => {

@@ -5,8 +5,8 @@
 //! was about a sixth of the decoding thread's time on the default chain (`docs/BENCHMARKS.md`).
 //!
 //! It reads what alloy reads and nothing else, and where a log is anything but plain (a topic0 of another
-//! event, data too short, an integer with dirty high bits) it gives up and the caller decodes the log with
-//! alloy, whose answer, value or error, stands. So the values are alloy's; the property test below holds
+//! event, data that is not exactly one word per non-indexed parameter, an integer with dirty high bits) it
+//! gives up and the caller decodes the log with alloy, whose answer, value or error, stands. So the values are alloy's; the property test below holds
 //! the two paths equal over random events and words.
 
 use alloy_dyn_abi::DynSolType;
@@ -50,6 +50,8 @@ pub(super) struct Words {
     params: Vec<(Source, WordType, ColumnKind)>,
     /// topic0 for a non-anonymous event.
     selector: Option<B256>,
+    /// Words of data a log has: one per non-indexed parameter, no more.
+    data_words: usize,
 }
 
 impl Words {
@@ -85,6 +87,7 @@ impl Words {
         Some(Self {
             params: layout,
             selector,
+            data_words,
         })
     }
 
@@ -95,6 +98,9 @@ impl Words {
             if topics.first() != Some(&selector) {
                 return None;
             }
+        }
+        if data.len() != 32 * self.data_words {
+            return None;
         }
         // Sized once: collecting through `Option` knows no length and grew the vector per log.
         let mut values = Values::with_capacity(self.params.len());
@@ -202,9 +208,10 @@ mod tests {
         #![proptest_config(ProptestConfig::with_cases(1024))]
 
         /// Goal: for any log of an event made of words, the fast path gives alloy's answer, value or
-        /// error. Method: random events, topics and data words in every padding (dirty high bits
-        /// included), now and then a topic0 of another event or data cut short or with bytes over;
-        /// `decode` (fast path first) against alloy's decoder alone.
+        /// error, and data with bytes over is refused as short data is. Method: random events, topics and
+        /// data words in every padding (dirty high bits included), now and then a topic0 of another event
+        /// or data cut short or with bytes over; `decode` (fast path first) against the length check and
+        /// alloy's decoder alone.
         #[test]
         fn the_fast_path_gives_what_alloy_gives(
             params in prop::collection::vec((prop::sample::select(TYPES.to_vec()), any::<bool>()), 0..=5),
@@ -248,11 +255,13 @@ mod tests {
                 Ok(extra) => data.extend(std::iter::repeat_n(0xab, extra)),
                 Err(_) => data.truncate(data.len().saturating_sub(data_change.unsigned_abs() as usize)),
             }
-            prop_assert_eq!(
-                decoder.decode(&topics, &data),
-                decoder.decode_with_alloy(&topics, &data),
-                "{}", signature
-            );
+            let slow = decoder
+                .check_data_len(&data)
+                .and_then(|()| decoder.decode_with_alloy(&topics, &data));
+            prop_assert_eq!(decoder.decode(&topics, &data), slow, "{}", signature);
+            if data_change > 0 && decoder.words.is_some() {
+                prop_assert!(decoder.decode(&topics, &data).is_err(), "{} with bytes over", signature);
+            }
         }
     }
 
@@ -292,6 +301,16 @@ mod tests {
             .expect("a plain log");
         assert_eq!(words[0], Value::Hex(super::Word::new(&[0xee; 20]).unwrap()));
         assert_eq!(words[2], Value::Int(7));
+        // A byte over the one word of data: not plainly a Transfer, and not one at all.
+        let over = [&value[..], &[0]].concat();
+        let fast = transfer.words.as_ref().unwrap();
+        assert!(fast
+            .decode(&[selector, dirty_address, B256::ZERO], &over)
+            .is_none());
+        assert!(matches!(
+            transfer.decode(&[selector, dirty_address, B256::ZERO], &over),
+            Err(DecodeError::Mismatch { reason, .. }) if reason.contains("the data is 33 bytes")
+        ));
         // A uint8 with a high bit set is left to alloy, whose error stands.
         value[0] = 1;
         assert!(transfer

@@ -14,7 +14,7 @@
 use std::collections::BTreeMap;
 
 use super::Fetched;
-use crate::primitives::BlockNumber;
+use crate::primitives::{BlockNumber, BlockRange};
 
 /// Ranges waiting, at most, however few logs they hold: a sanity bound on the bookkeeping, far above what
 /// the log budget lets through in a dense stretch.
@@ -96,16 +96,16 @@ impl Ready {
         self.logs
     }
 
-    /// Whether nothing waits.
-    pub(super) fn is_empty(&self) -> bool {
-        self.ranges.is_empty()
+    /// The ranges waiting, in block order.
+    pub(super) fn waiting(&self) -> Vec<BlockRange> {
+        self.ranges.values().map(|fetched| fetched.range).collect()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::primitives::{BlockRange, Log};
+    use crate::primitives::Log;
 
     fn fetched(start: BlockNumber, end: BlockNumber, n_logs: usize) -> Fetched {
         let logs = (0..n_logs as u64)
@@ -161,6 +161,21 @@ mod tests {
         assert_eq!(ready.logs(), 7);
         assert!(ready.sendable());
         assert_eq!(ready.take_next().unwrap().range.start(), 50);
-        assert!(ready.is_empty() && ready.logs() == 0 && !ready.sendable());
+        assert!(ready.waiting().is_empty() && ready.logs() == 0 && !ready.sendable());
+    }
+
+    #[test]
+    fn names_the_ranges_still_waiting_in_block_order() {
+        let mut ready = Ready::new(8, 100);
+        ready.handed_out(0);
+        ready.insert(fetched(70, 99, 1));
+        ready.insert(fetched(30, 49, 1));
+        assert_eq!(
+            ready.waiting(),
+            [
+                BlockRange::new(30, 49).unwrap(),
+                BlockRange::new(70, 99).unwrap()
+            ]
+        );
     }
 }

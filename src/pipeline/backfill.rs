@@ -218,7 +218,7 @@ impl<'a> super::Ctx<'a> {
                 let (opened, began, logs, typed) = open.take().expect("opened above");
                 opened.commit(sink).await.map_err(db_error)?;
                 done.report.streamed_batches += 1;
-                let range = batch.range;
+                let range = batch.range();
                 drop(batch);
                 done.committed(range, logs, typed, began.elapsed());
             }
@@ -291,7 +291,7 @@ impl Reporter<'_> {
     fn batches(&mut self, committed: impl IntoIterator<Item = sink::Committed>) {
         for sink::Committed { batch, elapsed } in committed {
             let (logs, typed) = (batch.logs.len() as u64, batch.typed.len() as u64);
-            let range = batch.range;
+            let range = batch.range();
             drop(batch);
             self.committed(range, logs, typed, elapsed);
         }

@@ -1,15 +1,17 @@
 //! The decoding stage: fetched ranges become one [`Batch`] of raw logs, typed rows and the checkpoints it
 //! moves. Pure: no I/O.
 
+use crate::decode::{EventDecoder, Offer};
 use crate::fetch::Fetched;
 use crate::primitives::{BlockRange, Log};
 use crate::sink::{Batch, Checkpoint, TypedRow};
 
 use super::discover::Children;
+use super::job::Contract;
 use super::{Error, Job, SyncReport};
 
-/// Decodes fetched ranges into one batch: the raw logs that match a configured event of a contract that has
-/// joined by their block, their typed rows, and the checkpoints the batch moves.
+/// Decodes fetched ranges into one batch: the raw logs that a configured event of a contract that has joined
+/// by their block takes, their typed rows, and the checkpoints the batch moves.
 impl Job {
     pub(super) fn build_batch(
         &self,
@@ -43,11 +45,11 @@ impl Job {
             .reserve_exact(fetched.iter().map(|f| f.logs.len()).sum());
         let children = self.children.read().expect("children lock");
         for log in fetched.into_iter().flat_map(|f| f.logs) {
-            let matched = !log.removed
+            let kept = !log.removed
                 && self
-                    .tables_of(&children, &log)
-                    .any(|(_, table)| self.decoders[table].matches(&log.topics));
-            if matched {
+                    .contracts_of(&children, &log)
+                    .any(|contract| keeps(&self.contracts[contract], &self.decoders, &log));
+            if kept {
                 batch.logs.push(log);
             }
         }
@@ -82,17 +84,15 @@ impl Job {
     /// A batch of `fetched`'s range with its bookkeeping (children created in it, blocks read from
     /// receipts, the checkpoints it moves) and no rows yet.
     fn shell(&self, fetched: &[Fetched]) -> Batch {
-        let first = fetched
-            .first()
-            .map(|f| f.range.start())
-            .expect("a batch has at least one range");
         let last = fetched
             .last()
             .map(|f| f.range.end())
             .expect("a batch has at least one range");
-        let range = BlockRange::new(first, last);
+        // Each range as fetched: the sink refuses a batch whose ranges leave a gap (`sink::Error::Gap`).
+        let ranges: Vec<BlockRange> = fetched.iter().map(|f| f.range).collect();
+        let range = BlockRange::new(ranges[0].start(), last);
         Batch {
-            range,
+            ranges,
             children: range.map_or_else(Vec::new, |range| self.child_rows(range)),
             receipt_blocks: fetched
                 .iter()
@@ -111,14 +111,14 @@ impl Job {
         }
     }
 
-    /// Decodes `log` (at `log_idx` of its batch) for every table of every contract it is emitted for,
-    /// pushing its typed rows; whether it matches an event of theirs, which keeps it raw. Raw rows keep
-    /// their rule: a log with the topic count of an anonymous event is kept raw even when it turns out to
-    /// be another event's.
+    /// Decodes `log` (at `log_idx` of its batch) for every contract it is emitted for, offering it to the
+    /// contract's events in their configured order ([`Offer`]: a named event by topic0, anonymous ones by
+    /// their exact shape, one anonymous table at most), pushing its typed rows; whether an event took it (or
+    /// claimed it by topic0), which keeps it raw.
     ///
     /// # Errors
-    /// [`Error::NodeData`] for a log that matches an event but does not decode, under `sync.strict`
-    /// (otherwise it is counted in `report` and kept raw only).
+    /// [`Error::NodeData`] for a log that has a named event's topic0 but does not decode, under
+    /// `sync.strict` (otherwise it is counted in `report` and kept raw only).
     fn decode_log(
         &self,
         children: &Children,
@@ -127,36 +127,38 @@ impl Job {
         typed: &mut Vec<TypedRow>,
         report: &mut SyncReport,
     ) -> Result<bool, Error> {
-        let mut matched = false;
-        for (contract, table) in self.tables_of(children, log) {
+        let mut kept = false;
+        for contract in self.contracts_of(children, log) {
             let contract = &self.contracts[contract];
-            let decoder = &self.decoders[table];
-            matched |= decoder.matches(&log.topics);
-            match decoder.decode_own(&log.topics, &log.data, &contract.named_selectors) {
-                Ok(Some(values)) => typed.push(TypedRow { table, log: log_idx, values }),
-                Ok(None) => {}
-                Err(err) if self.strict => {
-                    return Err(Error::NodeData(format!(
-                        "block {} log {} of {}: {err} (sync.strict is on; set it to false to keep such logs raw only)",
-                        log.block_number, log.log_index, contract.name
-                    )))
-                }
-                Err(err) => {
-                    report.undecodable += 1;
-                    tracing::warn!(block = log.block_number, log_index = log.log_index, contract = %contract.name, cause = %err, "kept raw only");
+            let mut offer = Offer::new(&log.topics, &log.data, &contract.named_selectors);
+            for &table in &contract.tables {
+                match offer.decode(&self.decoders[table]) {
+                    Ok(Some(values)) => typed.push(TypedRow { table, log: log_idx, values }),
+                    Ok(None) => {}
+                    Err(err) if self.strict => {
+                        return Err(Error::NodeData(format!(
+                            "block {} log {} of {}: {err} (sync.strict is on; set it to false to keep such logs raw only)",
+                            log.block_number, log.log_index, contract.name
+                        )))
+                    }
+                    Err(err) => {
+                        report.undecodable += 1;
+                        tracing::warn!(block = log.block_number, log_index = log.log_index, contract = %contract.name, cause = %err, "kept raw only");
+                    }
                 }
             }
+            kept |= offer.kept();
         }
-        Ok(matched)
+        Ok(kept)
     }
 
     /// The contracts `log` is emitted for, by their configured address or as a factory's child (from the
-    /// block of its creating log on), that have joined by its block, each with every table of theirs.
-    fn tables_of<'a>(
+    /// block of its creating log on), that have joined by its block.
+    fn contracts_of<'a>(
         &'a self,
         children: &'a Children,
         log: &'a Log,
-    ) -> impl Iterator<Item = (usize, usize)> + 'a {
+    ) -> impl Iterator<Item = usize> + 'a {
         self.by_address
             .get(&log.address)
             .into_iter()
@@ -164,11 +166,15 @@ impl Job {
             .copied()
             .chain(children.emitters(&log.address, log.block_number))
             .filter(move |&c| self.contracts[c].next <= log.block_number)
-            .flat_map(move |c| {
-                self.contracts[c]
-                    .tables
-                    .iter()
-                    .map(move |&table| (c, table))
-            })
     }
+}
+
+/// Whether the raw `logs` table keeps `log` for `contract`: one of its configured events takes it, or claims
+/// it by topic0 ([`Offer::kept`]), as [`Job::build_batch`] decides without building the typed rows.
+pub(super) fn keeps(contract: &Contract, decoders: &[EventDecoder], log: &Log) -> bool {
+    let mut offer = Offer::new(&log.topics, &log.data, &contract.named_selectors);
+    contract
+        .tables
+        .iter()
+        .any(|&table| offer.takes(&decoders[table]))
 }

@@ -102,7 +102,7 @@ pub async fn store_only(
                 .map_err(db_error)?;
             busy += started.elapsed();
             tracing::debug!(
-                range = %batch.range.map(|r| r.to_string()).unwrap_or_default(),
+                range = %batch.range().map(|r| r.to_string()).unwrap_or_default(),
                 logs = batch.logs.len(),
                 ms = committing.elapsed().as_millis() as u64,
                 "committed"

@@ -371,6 +371,8 @@ pub async fn sync_observed(
 }
 
 #[cfg(test)]
+mod invariant_tests;
+#[cfg(test)]
 mod node_tests;
 
 #[cfg(test)]

@@ -274,7 +274,7 @@ impl<'a> super::Ctx<'a> {
                 }
             }
             let committing = Instant::now();
-            let (range, logs) = (batch.range, batch.logs.len() as u64);
+            let (range, logs) = (batch.range(), batch.logs.len() as u64);
             let typed = if streamed {
                 report.streamed_batches += 1;
                 self.commit_in_parts(batch, part_logs, report).await?
@@ -313,7 +313,7 @@ impl<'a> super::Ctx<'a> {
             let (part, more) = self.job.next_part(&mut batch, part_logs, report)?;
             typed += part.typed.len() as u64;
             let encoded = encoder.encode(&part).map_err(&db_error)?;
-            open.write(&self.sink, &part, encoded)
+            open.write(&mut self.sink, &part, encoded)
                 .await
                 .map_err(&db_error)?;
             if !more {

@@ -167,6 +167,9 @@ pub struct Planner {
     survey: Survey,
     /// What a block weighs in the survey's background (see [`addresses`]).
     addresses: Addresses,
+    /// Tests only: no new range from this block on is handed out ([`Planner::hold_back`]).
+    #[cfg(test)]
+    held_back: Option<BlockNumber>,
 }
 
 impl Planner {
@@ -209,7 +212,16 @@ impl Planner {
             spots_due: BTreeMap::new(),
             survey: Survey::new(config.initial_span),
             addresses: Addresses::default(),
+            #[cfg(test)]
+            held_back: None,
         }
+    }
+
+    /// Tests only: never hands out a new range from block `start` on, as a planner with a bug that loses
+    /// ranges would; what a caller does with such a plan is what is tested.
+    #[cfg(test)]
+    pub(crate) fn hold_back(&mut self, start: BlockNumber) {
+        self.held_back = Some(start);
     }
 
     /// Weighs each block by the addresses the requests carry there, `joins` being the block each joins at
@@ -270,6 +282,10 @@ impl Planner {
         if self.exhausted {
             return None;
         }
+        #[cfg(test)]
+        if self.held_back.is_some_and(|start| self.next >= start) {
+            return None;
+        }
         if self.next >= self.sampling_from
             && self.survey.is_learning()
             && !self.handed_out.is_empty()
@@ -325,6 +341,35 @@ impl Planner {
             && self.pieces.is_empty()
             && self.handed_out.is_empty()
             && self.held.is_empty()
+    }
+
+    /// The blocks not yet reported done, as ranges in block order (adjacent ones joined): handed out and not
+    /// answered, split pieces waiting, rests held behind a narrowing's probe, and what was never handed out.
+    /// Empty exactly when [`Self::is_finished`]: what a caller that stops early names as left undone.
+    pub fn unfinished(&self) -> Vec<BlockRange> {
+        let never_handed_out = (!self.exhausted)
+            .then(|| BlockRange::new(self.next, self.end))
+            .flatten();
+        let mut ranges: Vec<BlockRange> = self
+            .handed_out
+            .values()
+            .chain(self.pieces.values())
+            .copied()
+            .chain(self.held.values().map(|held| held.rest))
+            .chain(never_handed_out)
+            .collect();
+        ranges.sort_by_key(|range| range.start());
+        let mut joined: Vec<BlockRange> = Vec::with_capacity(ranges.len());
+        for range in ranges {
+            match joined.last_mut() {
+                Some(last) if range.start() <= last.end().saturating_add(1) => {
+                    *last = BlockRange::new(last.start(), last.end().max(range.end()))
+                        .expect("start <= end");
+                }
+                _ => joined.push(range),
+            }
+        }
+        joined
     }
 
     fn hand_out(&mut self, range: BlockRange) -> BlockRange {
@@ -541,3 +586,5 @@ fn keep_longest(by_start: &mut BTreeMap<BlockNumber, BlockRange>, range: BlockRa
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod unfinished_tests;

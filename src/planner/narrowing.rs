@@ -35,7 +35,7 @@ use super::{Planner, SURPRISE};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Held {
     /// The blocks after the probe, not yet handed out.
-    rest: BlockRange,
+    pub(super) rest: BlockRange,
     /// The last block of the refused range that holds the excess; blocks of `rest` above it merely wait
     /// to go out with the rest.
     suspect_end: BlockNumber,

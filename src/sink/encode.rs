@@ -30,6 +30,7 @@ impl Sink {
     /// # Cancel safety
     /// Cancel safe: a transaction dropped before its commit rolls back.
     pub async fn commit_encoded(&mut self, batch: &Batch, encoded: Encoded) -> Result<(), Error> {
+        self.nexts_mut().claim(batch)?;
         match (self, encoded.rows) {
             (Sink::Sqlite(s), EncodedRows::Sqlite(inserts)) => {
                 s.commit(inserts, &encoded.bookkeeping).await

@@ -84,6 +84,8 @@ impl InTurn {
                 "a batch encoded for another backend (a bug in logslice)".into(),
             ));
         };
+        // Taken in the order submitted, before the batches after it: each must start where this one ends.
+        sink.nexts_mut().claim(&batch)?;
         let mut committed = Vec::new();
         // Rows of batches in flight at once must never meet: a batch with rows at or below the highest of
         // theirs waits for them (its `occupied` check would not see their uncommitted rows).

@@ -8,6 +8,7 @@
 //! a default) and `write` (the statements of a batch's bookkeeping, a rollback and a reindex). `sqlite` and
 //! `postgres` hold only what differs: the dialect, the bulk inserts and connection handling.
 
+mod continuity;
 mod encode;
 mod in_turn;
 mod indexes;
@@ -60,7 +61,8 @@ pub use transactions::{TransactionRow, Transactions, META_TRANSACTIONS};
 const TYPED_KEY: &str = "block_number, log_index";
 
 /// Why storage failed. Every variant maps to exit code 74, except [`Error::Mismatch`] (78: the config does not
-/// fit the database) and [`Error::Unstorable`] (65: the node's data cannot be right).
+/// fit the database), [`Error::Unstorable`] (65: the node's data cannot be right), and [`Error::Skipped`]
+/// and [`Error::Gap`] (70: a bug in logslice).
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The database cannot be opened or created.
@@ -125,6 +127,27 @@ pub enum Error {
         /// The number.
         value: u64,
     },
+    /// A batch would move a contract's checkpoint past blocks no batch committed: it starts above the
+    /// contract's next block (its checkpoint + 1, or its start block). A bug in logslice (exit 70), refused
+    /// before anything of the batch is written.
+    #[error(
+        "a batch starting at block {first} would move the checkpoint of contract {contract:?}, whose next \
+         block to commit is {expected}: blocks {expected} to {} would never be indexed (a bug in logslice; \
+         please report it)",
+        first.saturating_sub(1)
+    )]
+    Skipped {
+        /// The contract.
+        contract: String,
+        /// Its next block: its checkpoint + 1, or its start block before its first checkpoint.
+        expected: BlockNumber,
+        /// The batch's first block.
+        first: BlockNumber,
+    },
+    /// A batch whose ranges leave a gap, or that moves a checkpoint beyond its last block (or covers no
+    /// blocks at all): a bug in logslice (exit 70), refused before anything of it is written.
+    #[error("a batch would skip blocks (a bug in logslice; please report it): {0}")]
+    Gap(String),
     /// A value that cannot be right, never replaced by a default: a record the database holds that does not
     /// parse, a negative block number or count, a number that does not fit.
     #[error("{table} row {row}: {problem}")]
@@ -209,8 +232,9 @@ pub struct Checkpoint {
 /// What one transaction commits.
 #[derive(Debug, Clone, Default)]
 pub struct Batch {
-    /// The blocks covered (for messages).
-    pub range: Option<BlockRange>,
+    /// The ranges of blocks it covers, in block order and contiguous (checked before it is written: a
+    /// checkpoint never moves past a block no batch covered); [`Batch::range`] spans them.
+    pub ranges: Vec<BlockRange>,
     /// Raw logs.
     pub logs: Vec<Log>,
     /// Typed rows.
@@ -250,6 +274,12 @@ pub struct ChildRow {
 }
 
 impl Batch {
+    /// The blocks covered, from the first range's start to the last one's end; `None` without ranges.
+    pub fn range(&self) -> Option<BlockRange> {
+        let (first, last) = (self.ranges.first()?, self.ranges.last()?);
+        BlockRange::new(first.start(), last.end())
+    }
+
     /// The typed rows of table `table`, in batch order.
     pub(crate) fn typed_rows(&self, table: usize) -> Vec<&TypedRow> {
         self.typed.iter().filter(|row| row.table == table).collect()
@@ -471,7 +501,9 @@ impl Sink {
         ancestor: BlockNumber,
         note: &str,
     ) -> Result<RollbackReport, Error> {
-        write::rollback(self, ancestor, note).await
+        let report = write::rollback(self, ancestor, note).await?;
+        self.nexts_mut().rolled_back(ancestor);
+        Ok(report)
     }
 
     /// A value of the `meta` table.
@@ -556,7 +588,11 @@ impl Sink {
     /// would go too); [`Error::Invalid`] when a record cannot be read (its addresses would be unknown);
     /// [`Error::Query`]. Nothing is changed then.
     pub async fn reindex(&mut self, contracts: &[ReindexSpec]) -> Result<ReindexReport, Error> {
-        write::reindex(self, contracts).await
+        let report = write::reindex(self, contracts).await?;
+        for contract in contracts {
+            self.nexts_mut().forget(&contract.name);
+        }
+        Ok(report)
     }
 
     /// Closes the connections cleanly.
@@ -581,6 +617,14 @@ impl Sink {
         match self {
             Sink::Sqlite(s) => &s.tables,
             Sink::Postgres(s) => &s.tables,
+        }
+    }
+
+    /// The prepared contracts' next blocks ([`continuity::Nexts`]).
+    fn nexts_mut(&mut self) -> &mut continuity::Nexts {
+        match self {
+            Sink::Sqlite(s) => &mut s.nexts,
+            Sink::Postgres(s) => &mut s.nexts,
         }
     }
 

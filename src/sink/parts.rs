@@ -70,17 +70,19 @@ pub fn streams(n_logs: usize, part_logs: usize) -> bool {
 }
 
 impl OpenBatch {
-    /// Writes one part, encoded by `sink`'s [`Sink::encoder`]. `part.range` is the whole batch's range.
+    /// Writes one part, encoded by `sink`'s [`Sink::encoder`]. `part.ranges` are the whole batch's.
     ///
     /// # Errors
     /// [`Error::Query`]; [`Error::Malformed`] for a part encoded for the other backend. The batch is then
     /// not committed (drop it).
     pub async fn write(
         &mut self,
-        sink: &Sink,
+        sink: &mut Sink,
         part: &Batch,
         encoded: Encoded,
     ) -> Result<(), Error> {
+        // The last part carries the batch's checkpoints, and its ranges are the whole batch's.
+        sink.nexts_mut().claim(part)?;
         self.write_part(sink, part, encoded).await?;
         self.parts += 1;
         if self.parts == 1 && std::env::var_os(HOLD_PARTS_ENV).is_some() {
@@ -106,7 +108,7 @@ impl OpenBatch {
                     (None, None) => false,
                     (None, Some(span)) => {
                         // The whole batch's blocks, not only this part's: every part then writes the same way.
-                        let (low, high) = part.range.map_or(span, |range| {
+                        let (low, high) = part.range().map_or(span, |range| {
                             (super::to_i64(range.start()), super::to_i64(range.end()))
                         });
                         let found = postgres::occupied(tx, &copy, low, high)
@@ -146,7 +148,7 @@ impl OpenBatch {
 
 impl Batch {
     /// Cuts the first `n` logs (all when fewer) and their typed rows off this batch as a part of it: the
-    /// part has the batch's range and nothing else, this batch keeps the rest of its rows and all of its
+    /// part has the batch's ranges and nothing else, this batch keeps the rest of its rows and all of its
     /// bookkeeping. Typed rows follow their logs' order, as the decoding stage builds them.
     #[must_use]
     pub fn split_part(&mut self, n: usize) -> Batch {
@@ -158,7 +160,7 @@ impl Batch {
             row.log -= n;
         }
         Batch {
-            range: self.range,
+            ranges: self.ranges.clone(),
             logs,
             typed,
             ..Batch::default()
@@ -201,7 +203,7 @@ mod tests {
             })
             .collect();
         let mut batch = Batch {
-            range: Some(BlockRange::single(5)),
+            ranges: vec![BlockRange::single(5)],
             logs: logs.clone(),
             typed: typed.clone(),
             receipt_blocks: vec![5],
@@ -216,7 +218,9 @@ mod tests {
             parts.iter().map(|p| p.logs.len()).collect::<Vec<_>>(),
             [3, 3, 1]
         );
-        assert!(parts.iter().all(|p| p.range == Some(BlockRange::single(5))));
+        assert!(parts
+            .iter()
+            .all(|p| p.range() == Some(BlockRange::single(5))));
         assert_eq!(
             parts
                 .iter()

@@ -127,6 +127,8 @@ pub struct PostgresSink {
     pub(super) timestamps: Timestamps,
     /// Whether the `transactions` table exists, once `Sink::settle_transactions` has made sure.
     pub(super) transactions_table: Option<bool>,
+    /// The prepared contracts' next blocks: a batch that would skip blocks is refused.
+    pub(super) nexts: super::continuity::Nexts,
     /// Attempts of a batch whose connection is lost, the first included.
     commit_attempts: u32,
 }
@@ -190,6 +192,7 @@ impl PostgresSink {
             tables: Vec::new(),
             timestamps: Timestamps::default(),
             transactions_table: None,
+            nexts: Default::default(),
             commit_attempts: COMMIT_ATTEMPTS,
         })
     }

@@ -89,6 +89,9 @@ pub(super) async fn prepare(
     }
     sink.transaction(&statements).await?;
     sink.set_tables(tables);
+    // Read back after the contracts are recorded: each batch is checked against them from now on.
+    let checkpoints = read::checkpoints(sink).await?;
+    *sink.nexts_mut() = super::continuity::Nexts::read_back(contracts, &checkpoints);
     Ok(())
 }
 

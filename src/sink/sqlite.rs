@@ -81,6 +81,8 @@ pub struct SqliteSink {
     pub(super) timestamps: Timestamps,
     /// Whether the `transactions` table exists, once `Sink::settle_transactions` has made sure.
     pub(super) transactions_table: Option<bool>,
+    /// The prepared contracts' next blocks: a batch that would skip blocks is refused.
+    pub(super) nexts: super::continuity::Nexts,
     /// Copies the WAL into the database file beside the writer; `None` for `:memory:`.
     checkpointer: Option<Checkpointer>,
 }
@@ -147,6 +149,7 @@ impl SqliteSink {
             tables: Vec::new(),
             timestamps: Timestamps::default(),
             transactions_table: None,
+            nexts: Default::default(),
             checkpointer,
         })
     }

@@ -77,13 +77,15 @@ fn node_int(
     })
 }
 
-/// Checks a batch before anything of it is written: every typed row fits the prepared tables (a bug in
-/// logslice otherwise) and every number fits its column (the node's data otherwise: every number of a batch
-/// comes from the node). [`super::to_i64`] is then safe on every number of the batch.
+/// Checks a batch before anything of it is written: its ranges are contiguous and hold the checkpoints it
+/// moves, every typed row fits the prepared tables (a bug in logslice otherwise) and every number fits its
+/// column (the node's data otherwise: every number of a batch comes from the node). [`super::to_i64`] is
+/// then safe on every number of the batch.
 ///
 /// # Errors
-/// [`Error::Malformed`]; [`Error::Unstorable`] naming the table, the row and the column.
+/// [`Error::Gap`]; [`Error::Malformed`]; [`Error::Unstorable`] naming the table, the row and the column.
 pub(super) fn check(tables: &[TableSpec], batch: &Batch) -> Result<(), Error> {
+    super::continuity::check(batch)?;
     for log in &batch.logs {
         let row = LogRow(log.key());
         node_int("logs", row, "block_number", log.block_number)?;

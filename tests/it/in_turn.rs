@@ -3,8 +3,7 @@
 //! there. A trigger that refuses the rows of some blocks makes a batch fail where the test wants it.
 
 use logslice::pipeline::{self, Target};
-use logslice::primitives::BlockRange;
-use logslice::sink::{self, Batch, Sink};
+use logslice::sink::{self, Sink};
 
 use crate::both_backends;
 use crate::postgres_sink::{batch, prepared, Backend as SinkBackend};
@@ -40,15 +39,6 @@ fn refusing_trigger(backend: Backend, blocks: &str) -> (Vec<String>, String) {
     }
 }
 
-/// Three logs per block of `blocks`, with their range set (as the backfill's batches have it).
-fn ranged(blocks: std::ops::RangeInclusive<u64>) -> Batch {
-    let range = BlockRange::new(*blocks.start(), *blocks.end());
-    Batch {
-        range,
-        ..batch(blocks)
-    }
-}
-
 /// The first block of each committed batch, in the order handed back.
 fn firsts(committed: &[sink::Committed]) -> Vec<u64> {
     committed
@@ -80,7 +70,7 @@ async fn a_failed_batch_stops_the_batches_after_it(backend: SinkBackend) {
     let mut committed = Vec::new();
     let mut failed = None;
     for blocks in [100..=101, 102..=103, 104..=105, 106..=107] {
-        let batch = ranged(blocks);
+        let batch = batch(blocks);
         let encoded = db.sink.encoder().encode(&batch).expect("encodes");
         match in_turn.submit(&mut db.sink, batch, encoded).await {
             Ok(done) => committed.push(firsts(&done)),

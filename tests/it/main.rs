@@ -2,6 +2,7 @@
 
 mod anon;
 mod anvil;
+mod continuity;
 mod factory;
 mod filters;
 mod finality;

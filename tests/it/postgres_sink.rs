@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use logslice::config::SecretUrl;
 use logslice::decode::{Column, ColumnKind, Value};
-use logslice::primitives::{Address, Bytes, Log, B256};
+use logslice::primitives::{Address, BlockRange, Bytes, Log, B256};
 use logslice::sink::{
     self, Batch, Checkpoint, ContractSpec, PostgresSink, Sink, SqliteSink, TableSpec, TypedRow,
 };
@@ -242,9 +242,10 @@ fn values(log_idx: usize) -> Vec<Value> {
     ]
 }
 
-/// Logs of `blocks` (three per block), a typed row for each, and the contract's checkpoint at the last block.
+/// Logs of `blocks` (three per block), a typed row for each, and the contract's checkpoint at the last block,
+/// as one range (as the backfill's batches have it).
 pub(crate) fn batch(blocks: std::ops::RangeInclusive<u64>) -> Batch {
-    let last = *blocks.end();
+    let (first, last) = (*blocks.start(), *blocks.end());
     let logs: Vec<Log> = blocks
         .flat_map(|block| (0..3).map(move |log_index| log(block, log_index)))
         .collect();
@@ -256,7 +257,7 @@ pub(crate) fn batch(blocks: std::ops::RangeInclusive<u64>) -> Batch {
         })
         .collect();
     Batch {
-        range: None,
+        ranges: vec![BlockRange::new(first, last).expect("first <= last")],
         logs,
         typed,
         checkpoints: vec![Checkpoint {
@@ -737,7 +738,7 @@ async fn schemas_with_the_same_tables_do_not_interfere() {
     let mut a = prepared(Backend::Postgres).await;
     let mut b = prepared(Backend::Postgres).await;
     a.sink.commit(&batch(100..=101)).await.unwrap();
-    b.sink.commit(&batch(200..=200)).await.unwrap();
+    b.sink.commit(&batch(100..=100)).await.unwrap();
     a.sink.check_chain_id(1).await.unwrap();
     b.sink.check_chain_id(5).await.unwrap();
     assert_eq!(a.count("logs").await, 6);
@@ -748,7 +749,7 @@ async fn schemas_with_the_same_tables_do_not_interfere() {
     );
     assert_eq!(
         b.sink.checkpoints().await.unwrap(),
-        checkpoints(&[("demo", 200)])
+        checkpoints(&[("demo", 100)])
     );
     let mut conn = a.schema().connect().await;
     for schema in [&a.schema().name, &b.schema().name] {
