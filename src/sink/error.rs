@@ -42,13 +42,13 @@ pub enum Error {
         #[source]
         source: sqlx::Error,
     },
-    /// A batch does not fit the tables given to [`Sink::prepare`]: a bug in logslice, not in the data.
+    /// A batch does not fit the tables given to [`super::Sink::prepare`]: a bug in logslice, not in the data.
     #[error("a batch does not fit the prepared tables (a bug in logslice): {0}")]
     Malformed(String),
     /// The database was built for something else (another chain, another address under a table).
     #[error("{0}")]
     Mismatch(String),
-    /// A batch committed in turn ([`InTurn`]) was not committed because the batch before it failed: that
+    /// A batch committed in turn ([`super::InTurn`]) was not committed because the batch before it failed: that
     /// batch's error is the one to report.
     #[error("a batch was not committed because the batch before it failed")]
     Abandoned,
