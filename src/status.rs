@@ -152,8 +152,10 @@ pub async fn probe_head(config: &NodeConfig) -> (String, Result<u64, pipeline::E
 /// The node settings for a quick look: one attempt, a short timeout.
 pub fn probe_config(config: &NodeConfig) -> NodeConfig {
     let mut config = config.clone();
-    config.max_retries = 0;
-    config.request_timeout = config.request_timeout.min(PROBE_TIMEOUT);
+    for provider in &mut config.providers {
+        provider.max_retries = 0;
+        provider.request_timeout = provider.request_timeout.min(PROBE_TIMEOUT);
+    }
     config
 }
 

@@ -91,17 +91,52 @@ pub enum Transport {
     Ws,
 }
 
-/// `[node]`.
+/// `[node]`: the providers of the chain, each with its limits (keys set in `[node]` are every provider's
+/// defaults).
 #[derive(Debug, Clone)]
 pub struct NodeConfig {
+    /// `node.url` as one provider, or `[[node.providers]]` in file order; never empty.
+    pub providers: Vec<ProviderConfig>,
+}
+
+impl NodeConfig {
+    /// The longest `max_backoff` of the providers: how long the daemon waits at most between attempts.
+    pub fn max_backoff(&self) -> Duration {
+        self.providers
+            .iter()
+            .map(|p| p.max_backoff)
+            .max()
+            .unwrap_or(DEFAULT_MAX_BACKOFF)
+    }
+
+    /// The shortest `initial_backoff` of the providers: the daemon's first wait.
+    pub fn initial_backoff(&self) -> Duration {
+        self.providers
+            .iter()
+            .map(|p| p.initial_backoff)
+            .min()
+            .unwrap_or(DEFAULT_INITIAL_BACKOFF)
+    }
+}
+
+/// One provider of a chain: `[node]` itself (with `node.url`) or one `[[node.providers]]` entry.
+#[derive(Debug, Clone)]
+pub struct ProviderConfig {
+    /// `name`, default the URL's host (`sim` for `sim://`): shown in logs, errors, status and metrics.
+    pub name: String,
     /// `url`.
     pub endpoint: Endpoint,
     /// `ws_url`; when absent and `transport = "ws"`, derived from `url` (`/v3/` -> `/ws/v3/`, http -> ws).
     pub ws_endpoint: Option<Endpoint>,
     /// `transport`, default http.
     pub transport: Transport,
-    /// `requests_per_second`, default 25 ([`DEFAULT_REQUESTS_PER_SECOND`]).
+    /// `requests_per_second`, default 25 ([`DEFAULT_REQUESTS_PER_SECOND`]): a ceiling; the rate used is
+    /// learned below it.
     pub requests_per_second: u32,
+    /// `credits_per_second`: absent, calls are not metered by credits.
+    pub credits_per_second: Option<u32>,
+    /// `method_credits`: what each call costs against `credits_per_second`.
+    pub method_credits: MethodCredits,
     /// `max_concurrency`, default 8.
     pub max_concurrency: usize,
     /// `request_timeout`, default 15s.
@@ -114,6 +149,41 @@ pub struct NodeConfig {
     pub max_backoff: Duration,
     /// `max_response_bytes`, default 32 MiB.
     pub max_response_bytes: usize,
+}
+
+/// `method_credits`: credits per call of a method, and for every other method.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MethodCredits {
+    /// Method name to credits.
+    pub methods: std::collections::BTreeMap<String, u32>,
+    /// `default`: any method not named.
+    pub default: u32,
+}
+
+impl Default for MethodCredits {
+    /// A large provider's compute units (interface.md): `eth_getLogs` 75, `eth_getBlockByNumber` 16,
+    /// `eth_getBlockReceipts` 500, anything else 26.
+    fn default() -> Self {
+        let methods = [
+            ("eth_getLogs", 75),
+            ("eth_getBlockByNumber", 16),
+            ("eth_getBlockReceipts", 500),
+        ]
+        .into_iter()
+        .map(|(method, credits)| (method.to_owned(), credits))
+        .collect();
+        Self {
+            methods,
+            default: 26,
+        }
+    }
+}
+
+impl MethodCredits {
+    /// What one call of `method` costs.
+    pub fn of(&self, method: &str) -> u32 {
+        self.methods.get(method).copied().unwrap_or(self.default)
+    }
 }
 
 /// `[database]`.
@@ -346,8 +416,17 @@ fn validate(checker: &mut check::Checker<'_>, path: &Path, root: &raw::RawConfig
     }
     let node = checker.table(root.node.as_ref(), "node", "write it as a [node] section");
     let node = match node {
-        Some((table, span)) => sections::node(checker, "node", table, Some(&span)),
-        None => sections::node(checker, "node", &raw::RawNode::default(), None),
+        Some((table, span)) => NodeConfig {
+            providers: vec![sections::node(checker, "node", table, Some(&span))],
+        },
+        None => NodeConfig {
+            providers: vec![sections::node(
+                checker,
+                "node",
+                &raw::RawNode::default(),
+                None,
+            )],
+        },
     };
     if root.database.is_none() {
         checker.error(None, "database", "is missing", DATABASE_FIX);

@@ -8,8 +8,8 @@ use toml::Value;
 use super::check::{field, Checker, Setting, Span};
 use super::raw::{RawDatabase, RawMetrics, RawNode, RawSync};
 use super::{
-    DatabaseConfig, DatabaseUrl, Endpoint, Finality, MetricsConfig, NodeConfig, SecretUrl,
-    SyncConfig, Transport,
+    DatabaseConfig, DatabaseUrl, Endpoint, Finality, MethodCredits, MetricsConfig, ProviderConfig,
+    SecretUrl, SyncConfig, Transport,
 };
 
 /// `node.requests_per_second`.
@@ -68,7 +68,7 @@ pub(super) fn node(
     section: &str,
     table: &RawNode,
     at: Option<&Span>,
-) -> NodeConfig {
+) -> ProviderConfig {
     let f = |key: &str| field(section, key);
     let url = checker.required_string(table.url.as_ref(), at, &f("url"), URL_FIX);
     let endpoint = url
@@ -143,17 +143,28 @@ pub(super) fn node(
         DEFAULT_MAX_RESPONSE_BYTES,
         1,
     );
-    NodeConfig {
+    ProviderConfig {
+        name: default_name(&endpoint),
         endpoint,
         ws_endpoint,
         transport,
         requests_per_second,
+        credits_per_second: None,
+        method_credits: MethodCredits::default(),
         max_concurrency,
         request_timeout,
         max_retries,
         initial_backoff,
         max_backoff,
         max_response_bytes,
+    }
+}
+
+/// A provider's name when it has none: the URL's host, `sim` for the built-in node.
+fn default_name(endpoint: &Endpoint) -> String {
+    match endpoint {
+        Endpoint::Sim(_) => "sim".to_owned(),
+        Endpoint::Url(url) => url.expose().host_str().unwrap_or("node").to_owned(),
     }
 }
 

@@ -98,17 +98,32 @@ fn check_errors(text: &str, expected: &[&str]) {
 #[test]
 fn fills_in_every_default() {
     let config = check_ok(&config_text(TRANSFER_CONTRACT));
-    assert_eq!(config.node.endpoint, Endpoint::Sim("sim://".into()));
-    assert_eq!(config.node.ws_endpoint, None);
-    assert_eq!(config.node.transport, Transport::Http);
-    assert_eq!(config.node.requests_per_second, 25);
-    assert_eq!(config.node.max_concurrency, 8);
-    assert_eq!(config.node.request_timeout, Duration::from_secs(15));
-    assert_eq!(config.node.max_retries, 8);
+    assert_eq!(
+        config.node.providers[0].endpoint,
+        Endpoint::Sim("sim://".into())
+    );
+    assert_eq!(config.node.providers[0].ws_endpoint, None);
+    assert_eq!(config.node.providers[0].transport, Transport::Http);
+    assert_eq!(config.node.providers[0].requests_per_second, 25);
+    assert_eq!(config.node.providers[0].max_concurrency, 8);
+    assert_eq!(
+        config.node.providers[0].request_timeout,
+        Duration::from_secs(15)
+    );
+    assert_eq!(config.node.providers[0].max_retries, 8);
     assert_eq!(config.database.max_retries, 5);
-    assert_eq!(config.node.initial_backoff, Duration::from_millis(250));
-    assert_eq!(config.node.max_backoff, Duration::from_secs(30));
-    assert_eq!(config.node.max_response_bytes, 32 * 1024 * 1024);
+    assert_eq!(
+        config.node.providers[0].initial_backoff,
+        Duration::from_millis(250)
+    );
+    assert_eq!(
+        config.node.providers[0].max_backoff,
+        Duration::from_secs(30)
+    );
+    assert_eq!(
+        config.node.providers[0].max_response_bytes,
+        32 * 1024 * 1024
+    );
     assert_eq!(
         config.database.url,
         DatabaseUrl::Sqlite(PathBuf::from(":memory:"))
@@ -195,7 +210,7 @@ events = ["Transfer"]
 start_block = 6082465
 "#,
     );
-    let node = &config.node;
+    let node = &config.node.providers[0];
     let Endpoint::Url(url) = &node.endpoint else {
         panic!("{:?}", node.endpoint)
     };
@@ -330,12 +345,12 @@ fn reports_missing_sections() {
     );
 }
 
-fn node_config(node_lines: &str) -> Result<NodeConfig, Vec<String>> {
+fn node_config(node_lines: &str) -> Result<ProviderConfig, Vec<String>> {
     let dir = abi_dir();
     let text =
         format!("[node]\n{node_lines}\n[database]\nurl = \"sqlite::memory:\"\n{TRANSFER_CONTRACT}");
     load_in(dir.path(), &text)
-        .map(|config| config.node)
+        .map(|mut config| config.node.providers.remove(0))
         .map_err(|errors| {
             errors
                 .0

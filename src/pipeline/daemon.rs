@@ -90,8 +90,8 @@ struct Outage {
 impl Outage {
     fn new(config: &Config) -> Self {
         Self {
-            initial_backoff: config.node.initial_backoff,
-            max_backoff: config.node.max_backoff,
+            initial_backoff: config.node.initial_backoff(),
+            max_backoff: config.node.max_backoff(),
             attempts: 0,
             current: None,
         }

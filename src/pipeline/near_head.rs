@@ -393,7 +393,7 @@ impl<'a> super::Ctx<'a> {
                     last_problem = why;
                     tokio::select! {
                         _ = cancel.cancelled() => return Err(Error::Interrupted),
-                        _ = tokio::time::sleep(self.config.node.initial_backoff) => {}
+                        _ = tokio::time::sleep(self.config.node.initial_backoff()) => {}
                     }
                 }
             }

@@ -47,6 +47,7 @@ impl Node {
     /// # Errors
     /// [`Error::Config`] for a bad `sim://` option; [`Error::Node`] when no client can be built.
     pub async fn connect(config: &NodeConfig, cancel: &CancellationToken) -> Result<Self, Error> {
+        let config = &config.providers[0];
         let options = ClientOptions {
             request_timeout: config.request_timeout,
             max_response_bytes: config.max_response_bytes,
