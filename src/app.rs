@@ -486,34 +486,8 @@ async fn check(args: &ConfigArg, cancel: &CancellationToken) -> u8 {
             return code;
         }
     };
-    let answer = tokio::time::timeout(status::PROBE_TIMEOUT * 2, node.chain_id()).await;
-    let chain_id = match answer {
-        Ok(Ok(chain_id)) => {
-            report_check(
-                true,
-                "node",
-                &format!("{} answers (key accepted)", node.display),
-            );
-            chain_id
-        }
-        Ok(Err(err)) => {
-            report_check(false, "node", &explain(&config, &err));
-            fail(exit::code(&err));
-            return code;
-        }
-        Err(_) => {
-            report_check(
-                false,
-                "node",
-                &format!(
-                    "{}: no answer within {}",
-                    node.display,
-                    humantime::format_duration(status::PROBE_TIMEOUT * 2)
-                ),
-            );
-            fail(exit::UNAVAILABLE);
-            return code;
-        }
+    let Some(chain_id) = check_providers(&config, &node, &mut fail).await else {
+        return code;
     };
     match db_chain_id {
         Some(stored) if stored != chain_id => {
@@ -539,6 +513,64 @@ async fn check(args: &ConfigArg, cancel: &CancellationToken) -> u8 {
         ),
     }
     code
+}
+
+/// Asks each provider of `node` its chain id once, within the probe's timeout, and reports a line per
+/// provider; returns the chain id when every provider answered the same one. `fail` records an exit code.
+async fn check_providers(config: &Config, node: &Node, fail: &mut impl FnMut(u8)) -> Option<u64> {
+    let answers = tokio::time::timeout(status::PROBE_TIMEOUT * 2, node.chain_ids()).await;
+    let Ok(answers) = answers else {
+        report_check(
+            false,
+            "node",
+            &format!(
+                "{}: no answer within {}",
+                node.display,
+                humantime::format_duration(status::PROBE_TIMEOUT * 2)
+            ),
+        );
+        fail(exit::UNAVAILABLE);
+        return None;
+    };
+    let several = answers.len() > 1;
+    let mut chain_id: Option<u64> = None;
+    let mut all_answered = true;
+    for (provider, answer) in node.providers().iter().zip(answers) {
+        let what = if several {
+            format!("node {}", provider.name)
+        } else {
+            "node".to_owned()
+        };
+        match answer {
+            Ok(id) if chain_id.is_some_and(|first| first != id) => {
+                report_check(
+                    false,
+                    &what,
+                    &format!(
+                        "{} serves chain id {id}, the other providers {} (every provider of a chain must serve the same chain: fix or remove its url)",
+                        provider.url,
+                        chain_id.unwrap_or_default()
+                    ),
+                );
+                fail(exit::CONFIG);
+                all_answered = false;
+            }
+            Ok(id) => {
+                chain_id = Some(id);
+                report_check(
+                    true,
+                    &what,
+                    &format!("{} answers chain id {id} (key accepted)", provider.url),
+                );
+            }
+            Err(err) => {
+                report_check(false, &what, &explain(config, &err));
+                fail(exit::code(&err));
+                all_answered = false;
+            }
+        }
+    }
+    chain_id.filter(|_| all_answered)
 }
 
 /// An error with its sources, `a: b: c`.

@@ -154,7 +154,7 @@ pub enum Error {
         phase: &'static str,
         /// Why.
         #[source]
-        source: pipeline::Error,
+        source: Box<pipeline::Error>,
     },
     /// Setting up failed.
     #[error("{0}")]
@@ -377,7 +377,7 @@ async fn measure(
     tracing::info!(phase = name, "bench phase starting");
     let report = work.await.map_err(|source| Error::Phase {
         phase: name,
-        source,
+        source: Box::new(source),
     })?;
     Ok(Phase {
         name,

@@ -60,7 +60,9 @@ pub fn code(err: &Error) -> u8 {
             // A reorg under the request that nothing read again: a later run reads the chain afresh.
             fetch::Error::Exhausted { .. } | fetch::Error::UnknownBlock { .. } => TEMPFAIL,
             fetch::Error::Interrupted => INTERRUPTED,
-            fetch::Error::Panicked(_) | fetch::Error::Unfinished { .. } => SOFTWARE,
+            fetch::Error::Panicked(_)
+            | fetch::Error::Unfinished { .. }
+            | fetch::Error::Oversized(_) => SOFTWARE,
             fetch::Error::Fatal { .. }
             | fetch::Error::NoReceipts { .. }
             | fetch::Error::Inconsistent(_)

@@ -14,6 +14,8 @@ pub mod primitives;
 pub mod config;
 // The node: JSON-RPC over HTTP and WebSocket, and what its errors mean.
 pub mod rpc;
+// The providers of a chain: each one's rate, concurrency, breaker and head, and the gate that picks one.
+pub mod node;
 // Which block ranges to ask for (pure).
 pub mod planner;
 // Asking the node for them, concurrently, within its limits.

@@ -74,8 +74,8 @@ const COMMIT_BUCKETS: &[f64] = &[
 /// How often a `progress` line is logged when no bar is drawn (the first comes with the first batch).
 pub const PROGRESS_LOG_INTERVAL: Duration = Duration::from_secs(10);
 
-/// Records one answer to a JSON-RPC request (`None`: success), for [`REQUESTS`].
-pub fn record_request(method: &'static str, failure: Option<&Class>) {
+/// Records one answer of `provider` to a JSON-RPC request (`None`: success), for [`REQUESTS`].
+pub fn record_request(provider: &str, method: &'static str, failure: Option<&Class>) {
     let outcome = match failure {
         None => "ok",
         Some(Class::Split { .. }) => "split",
@@ -85,7 +85,8 @@ pub fn record_request(method: &'static str, failure: Option<&Class>) {
         Some(Class::UnknownBlock) => "unknown_block",
         Some(Class::Fatal) => "fatal",
     };
-    metrics::counter!(REQUESTS, "method" => method, "outcome" => outcome).increment(1);
+    metrics::counter!(REQUESTS, "provider" => provider.to_owned(), "method" => method, "outcome" => outcome)
+        .increment(1);
 }
 
 /// Records a topic-only `eth_getLogs` request and the logs of other contracts it carried.
@@ -175,7 +176,10 @@ fn describe() {
         describe_counter!(name, help);
         metrics::counter!(name).absolute(0);
     }
-    describe_counter!(REQUESTS, "JSON-RPC requests by method and outcome");
+    describe_counter!(
+        REQUESTS,
+        "JSON-RPC requests by provider, method and outcome"
+    );
     for (name, help) in [
         (
             CHECKPOINT_BLOCK,

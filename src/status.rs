@@ -12,21 +12,61 @@ use std::time::{Duration, UNIX_EPOCH};
 use serde::Serialize;
 
 use crate::config::{Config, DatabaseUrl, NodeConfig};
-use crate::pipeline::{self, Node, Target};
+use crate::pipeline::{self, Node};
 use crate::sink::{ContractStatus, IndexState};
 
 /// The longest `status` and `check` wait for one answer of the node.
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// What the node said when asked once.
+/// What the providers said when asked once, and how the last indexing process saw them.
 #[derive(Debug, Clone, Serialize)]
 pub struct NodeStatus {
-    /// The node, redacted.
+    /// The providers by name (one provider: its URL, redacted).
     pub url: String,
-    /// Its head, when it answered.
+    /// The highest head a provider answered.
     pub head: Option<u64>,
-    /// Why it did not answer (redacted).
+    /// Why no provider answered (redacted).
     pub error: Option<String>,
+    /// Each provider.
+    pub providers: Vec<ProviderStatus>,
+    /// When the last indexing process recorded its view of the providers (`reported`), RFC 3339 UTC.
+    pub reported_at: Option<String>,
+}
+
+/// One provider: asked now, and as the last indexing process saw it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ProviderStatus {
+    /// Its `name`.
+    pub name: String,
+    /// Its URL, redacted.
+    pub url: String,
+    /// Its head, when it answered now.
+    pub head: Option<u64>,
+    /// Why it did not answer now (redacted).
+    pub error: Option<String>,
+    /// How the last indexing process saw it.
+    pub reported: Option<ReportedProvider>,
+}
+
+/// A provider as the last indexing process reported it (`meta.providers`).
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
+pub struct ReportedProvider {
+    /// Its `name`.
+    pub name: String,
+    /// The rate in use (learned), in `unit`.
+    pub rate: u32,
+    /// The configured ceiling.
+    pub ceiling: u32,
+    /// `calls/s` or `credits/s`.
+    pub unit: String,
+    /// Requests sent.
+    pub requests: u64,
+    /// Error answers.
+    pub errors: u64,
+    /// Refusals for the rate.
+    pub rate_limited: u64,
+    /// `up` or `set aside`.
+    pub state: String,
 }
 
 /// One event of a contract.
@@ -123,11 +163,19 @@ pub struct Report {
     pub contracts: Vec<ContractReport>,
 }
 
-/// Asks the node for its head once: `request_timeout` at most [`PROBE_TIMEOUT`], no retries.
-///
-/// # Errors
-/// [`pipeline::Error::Node`] and the like; a timeout is reported as unreachable.
-pub async fn probe_head(config: &NodeConfig) -> (String, Result<u64, pipeline::Error>) {
+/// Asks each provider for its head once: `request_timeout` at most [`PROBE_TIMEOUT`], no retries. `explain`
+/// words an error.
+pub async fn probe_heads(
+    config: &NodeConfig,
+    explain: impl Fn(&pipeline::Error) -> String,
+) -> NodeStatus {
+    let mut status = NodeStatus {
+        url: String::from("(not connected)"),
+        head: None,
+        error: None,
+        providers: Vec::new(),
+        reported_at: None,
+    };
     let node = match Node::connect(
         &probe_config(config),
         &tokio_util::sync::CancellationToken::new(),
@@ -135,18 +183,63 @@ pub async fn probe_head(config: &NodeConfig) -> (String, Result<u64, pipeline::E
     .await
     {
         Ok(node) => node,
-        Err(err) => return (String::from("(not connected)"), Err(err)),
+        Err(err) => {
+            status.error = Some(explain(&err));
+            return status;
+        }
     };
-    let head = tokio::time::timeout(PROBE_TIMEOUT * 2, node.resolve(Target::Latest, 0))
-        .await
-        .unwrap_or_else(|_| {
+    status.url = match node.providers().as_slice() {
+        [one] => one.url.clone(),
+        _ => node.display.clone(),
+    };
+    let heads = tokio::time::timeout(PROBE_TIMEOUT * 2, node.heads()).await;
+    let heads = heads.unwrap_or_else(|_| {
+        let late = || {
             Err(pipeline::Error::NodeData(format!(
-                "node {}: no answer within {}",
-                node.display,
+                "no answer within {}",
                 humantime::format_duration(PROBE_TIMEOUT * 2)
             )))
+        };
+        node.providers().iter().map(|_| late()).collect()
+    });
+    for (provider, head) in node.providers().into_iter().zip(heads) {
+        status.providers.push(ProviderStatus {
+            name: provider.name,
+            url: provider.url,
+            head: head.as_ref().ok().copied(),
+            error: head.as_ref().err().map(&explain),
+            reported: None,
         });
-    (node.display.clone(), head)
+    }
+    status.head = status.providers.iter().filter_map(|p| p.head).max();
+    if status.head.is_none() {
+        status.error = status.providers.iter().find_map(|p| p.error.clone());
+    }
+    status
+}
+
+/// Adds what the last indexing process recorded (`meta.providers`) to `status`.
+fn add_reported(status: &mut NodeStatus, recorded: Option<&str>) {
+    #[derive(serde::Deserialize)]
+    struct Recorded {
+        at: u64,
+        providers: Vec<ReportedProvider>,
+    }
+    let Some(recorded) = recorded.and_then(|text| serde_json::from_str::<Recorded>(text).ok())
+    else {
+        return;
+    };
+    status.reported_at = Some(
+        humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_secs(recorded.at))
+            .to_string(),
+    );
+    for provider in &mut status.providers {
+        provider.reported = recorded
+            .providers
+            .iter()
+            .find(|r| r.name == provider.name)
+            .cloned();
+    }
 }
 
 /// The node settings for a quick look: one attempt, a short timeout.
@@ -168,12 +261,7 @@ pub async fn gather(
     config: &Config,
     explain: impl Fn(&pipeline::Error) -> String,
 ) -> Result<Report, pipeline::Error> {
-    let (node_url, head) = probe_head(&config.node).await;
-    let node = NodeStatus {
-        url: node_url,
-        head: head.as_ref().ok().copied(),
-        error: head.as_ref().err().map(explain),
-    };
+    let mut node = probe_heads(&config.node, explain).await;
     let exists = match &config.database.url {
         DatabaseUrl::Sqlite(path) => path.as_os_str() == ":memory:" || path.exists(),
         DatabaseUrl::Postgres(_) => true,
@@ -182,6 +270,7 @@ pub async fn gather(
         let (sink, display) = pipeline::open_sink(config).await?;
         let read = async {
             Ok::<_, crate::sink::Error>((
+                sink.meta(crate::sink::META_PROVIDERS).await?,
                 sink.chain_id().await?,
                 sink.last_reorg().await?,
                 sink.receipt_blocks().await?,
@@ -191,11 +280,12 @@ pub async fn gather(
         }
         .await;
         sink.close().await;
-        let (chain_id, last_reorg, receipt_blocks, indexes, recorded) =
+        let (providers, chain_id, last_reorg, receipt_blocks, indexes, recorded) =
             read.map_err(|source| pipeline::Error::Database {
                 database: display.clone(),
                 source,
             })?;
+        add_reported(&mut node, providers.as_deref());
         (
             display,
             chain_id,
@@ -295,6 +385,36 @@ fn contracts(
     out
 }
 
+/// One line per provider: its head now, and how the last indexing process saw it.
+fn write_providers(f: &mut std::fmt::Formatter<'_>, node: &NodeStatus) -> std::fmt::Result {
+    for provider in &node.providers {
+        let now = match (provider.head, &provider.error) {
+            (Some(head), _) => format!("head {head}"),
+            (None, Some(err)) => format!("unreachable: {err}"),
+            (None, None) => "unreachable".to_owned(),
+        };
+        write!(f, "  provider  {} {} ({now})", provider.name, provider.url)?;
+        if let Some(seen) = &provider.reported {
+            write!(
+                f,
+                "; last run: {}, rate {} of {} {}, {} requests, {} errors ({} for the rate)",
+                seen.state,
+                seen.rate,
+                seen.ceiling,
+                seen.unit,
+                seen.requests,
+                seen.errors,
+                seen.rate_limited
+            )?;
+        }
+        writeln!(f)?;
+    }
+    if let Some(at) = &node.reported_at {
+        writeln!(f, "  (last run's view recorded at {at})")?;
+    }
+    Ok(())
+}
+
 impl std::fmt::Display for Report {
     /// The human form: a header, then one line per contract and event.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -315,6 +435,9 @@ impl std::fmt::Display for Report {
             (Some(head), _) => writeln!(f, "node        {} (head {head})", self.node.url)?,
             (None, Some(err)) => writeln!(f, "node        node unreachable: {err}")?,
             (None, None) => writeln!(f, "node        node unreachable")?,
+        }
+        if self.node.providers.len() > 1 || self.node.reported_at.is_some() {
+            write_providers(f, &self.node)?;
         }
         writeln!(
             f,

@@ -13,10 +13,10 @@
 use alloy_primitives::{Address, B256};
 
 use crate::primitives::{BlockRange, Log};
-use crate::rpc::{Blocks, Client, LogFilter};
+use crate::rpc::{Blocks, LogFilter};
 
 use super::answer::{checked, checked_topics, in_log_order};
-use super::{get_chunked, Error, Gate, Selection};
+use super::{get_chunked, Access, Error, Selection};
 
 /// Logs one `eth_getLogs` filter asks for: its addresses, each with the same topics.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -137,17 +137,16 @@ pub(super) fn topics_admitted(filter: &LogFilter, log: &Log) -> bool {
 /// # Cancel safety
 /// Cancel safe: dropped, it sends nothing more (as [`Gate::run`]).
 pub(crate) async fn get_logs(
-    client: &Client,
-    gate: &Gate,
+    access: &Access,
     blocks: Blocks,
     selection: &Selection,
 ) -> Result<Vec<Log>, Error> {
     let requests = selection.groups.iter().map(|group| async move {
         let filter = group.filter(blocks);
-        let logs = get_chunked(client, gate, &filter).await?.logs;
+        let logs = get_chunked(access, &filter).await?.logs;
         match blocks {
-            Blocks::Range(range) => checked(&gate.stats, range, &filter, logs),
-            Blocks::Hash(_) => checked_topics(&gate.stats, &filter, logs),
+            Blocks::Range(range) => checked(&access.gate.stats, range, &filter, logs),
+            Blocks::Hash(_) => checked_topics(&access.gate.stats, &filter, logs),
         }
     });
     let answers = futures::future::try_join_all(requests).await?;
@@ -170,8 +169,7 @@ pub(super) struct Answered {
 /// handing back what each group answered, so that one group's refusal does not throw the others' answers
 /// away (the range's pieces take them from [`Kept`]).
 pub(super) async fn get_range_logs(
-    client: &Client,
-    gate: &Gate,
+    access: &Access,
     range: BlockRange,
     selection: &Selection,
     kept: Vec<Option<Vec<Log>>>,
@@ -186,8 +184,8 @@ pub(super) async fn get_range_logs(
                 return (group, Ok((logs, largest)));
             }
             let filter = group.filter(Blocks::Range(range));
-            let answer = get_chunked(client, gate, &filter).await.and_then(|answer| {
-                let logs = checked(&gate.stats, range, &filter, answer.logs)?;
+            let answer = get_chunked(access, &filter).await.and_then(|answer| {
+                let logs = checked(&access.gate.stats, range, &filter, answer.logs)?;
                 Ok((logs, answer.largest))
             });
             (group, answer)

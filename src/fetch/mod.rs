@@ -8,9 +8,8 @@
 //! busy, so sparse stretches are fetched ahead of it. Nothing here writes to a database or decides what a
 //! log means.
 
+mod access;
 mod answer;
-mod batches;
-mod gate;
 mod groups;
 mod quarters;
 mod ready;
@@ -25,10 +24,10 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use crate::node::{self, GateStats, OnSplit};
+pub use access::Access;
 use answer::checked;
 pub use answer::{in_log_order, Conflict};
-pub use batches::Batches;
-pub use gate::{Gate, GateConfig, GateStats, OnSplit};
 pub(crate) use groups::get_logs;
 use groups::merge_answers;
 pub use groups::{merge as merge_groups, Group};
@@ -41,7 +40,7 @@ mod simulation;
 
 use crate::planner::{Outcome, Planner, SurveyRequest, Tail, Verdict};
 use crate::primitives::{BlockNumber, BlockRange, Log};
-use crate::rpc::{self, Blocks, Class, Client, LogFilter, SplitReason};
+use crate::rpc::{self, Blocks, Class, LogFilter, SplitReason};
 
 /// A range asked for in several requests (chunks of addresses, several filters) is sized by its largest
 /// answer, so it may carry several requests' worth of logs; at most this many, since the log budget counts
@@ -54,9 +53,11 @@ pub enum Error {
     /// The node asked for a narrower request (handled inside `fetch`; escapes only from [`Gate::run`]).
     #[error("the node asked for a narrower request: {0}")]
     Split(#[source] rpc::Error),
-    /// The node rejected the API key.
-    #[error("the node rejected the API key ({method}: {source})")]
+    /// The node rejected the API key (every provider).
+    #[error("{provider}: the node rejected the API key ({method}: {source})")]
     Rejected {
+        /// The provider (boxed: every `Result` of the pipeline carries this error's size).
+        provider: Box<str>,
         /// The method.
         method: &'static str,
         /// The answer.
@@ -64,8 +65,10 @@ pub enum Error {
         source: rpc::Error,
     },
     /// An answer that retrying cannot change.
-    #[error("{method} failed: {source}")]
+    #[error("{provider}: {method} failed: {source}")]
     Fatal {
+        /// The provider (boxed: every `Result` of the pipeline carries this error's size).
+        provider: Box<str>,
         /// The method.
         method: &'static str,
         /// The answer.
@@ -74,17 +77,21 @@ pub enum Error {
     },
     /// The node does not know a block the request named by hash: a reorg since the hash was read. The
     /// caller reads the chain again (a reorg signal), never the same request.
-    #[error("{method}: the node no longer knows the block asked for (a reorg since it was read): {source}")]
+    #[error("{provider}: {method}: the node no longer knows the block asked for (a reorg since it was read): {source}")]
     UnknownBlock {
+        /// The provider (boxed: every `Result` of the pipeline carries this error's size).
+        provider: Box<str>,
         /// The method.
         method: &'static str,
         /// The answer.
         #[source]
         source: rpc::Error,
     },
-    /// Every attempt failed with a transient error.
-    #[error("{method} failed {attempts} times (node.max_retries); last: {source}")]
+    /// Every attempt failed with a transient error, at every provider.
+    #[error("{method} failed {attempts} times (node.max_retries, every provider); last, from {provider}: {source}")]
     Exhausted {
+        /// The provider of the last answer.
+        provider: Box<str>,
         /// The method.
         method: &'static str,
         /// Attempts made.
@@ -109,6 +116,9 @@ pub enum Error {
     /// Boxed: it names both block hashes, and every `Result` of this module would carry its size.
     #[error(transparent)]
     Conflict(Box<Conflict>),
+    /// A batch was larger than any provider admits (a bug of the caller, which sends it in parts).
+    #[error("internal error (a bug in logslice; please report it): {0}")]
+    Oversized(String),
     /// Shutdown was requested.
     #[error("interrupted")]
     Interrupted,
@@ -130,6 +140,54 @@ pub enum Error {
         /// Fetched ranges left in the reorder buffer.
         unsent: Vec<BlockRange>,
     },
+}
+
+impl From<node::Error> for Error {
+    fn from(err: node::Error) -> Self {
+        match err {
+            node::Error::Split { source, .. } => Error::Split(source),
+            node::Error::Rejected {
+                provider,
+                method,
+                source,
+            } => Error::Rejected {
+                provider: provider.into(),
+                method,
+                source,
+            },
+            node::Error::Fatal {
+                provider,
+                method,
+                source,
+            } => Error::Fatal {
+                provider: provider.into(),
+                method,
+                source,
+            },
+            node::Error::UnknownBlock {
+                provider,
+                method,
+                source,
+            } => Error::UnknownBlock {
+                provider: provider.into(),
+                method,
+                source,
+            },
+            node::Error::Exhausted {
+                provider,
+                method,
+                attempts,
+                source,
+            } => Error::Exhausted {
+                provider: provider.into(),
+                method,
+                attempts,
+                source,
+            },
+            err @ node::Error::Oversized { .. } => Error::Oversized(err.to_string()),
+            node::Error::Interrupted => Error::Interrupted,
+        }
+    }
 }
 
 /// `ranges` for a message: `[5, 9], [20, 29]`, or `none`.
@@ -292,14 +350,13 @@ fn outcome_of(err: &rpc::Error) -> Outcome {
 /// # Errors
 /// Any [`Error`] that stops fetching; [`Error::Interrupted`] on cancellation.
 pub async fn run(
-    client: Arc<Client>,
-    gate: Arc<Gate>,
+    access: Arc<Access>,
     mut planner: Planner,
     select: Arc<dyn Fn(BlockRange) -> Selection + Send + Sync>,
     out: mpsc::Sender<Fetched>,
     cancel: CancellationToken,
 ) -> Result<(), Error> {
-    let max_concurrency = gate.config().max_concurrency.max(1);
+    let max_concurrency = access.gate.max_concurrency();
     // What is fetched and not yet sent is bounded in logs, not in ranges: `max_concurrency` ranges of the
     // target size, counting each request in flight at the target, so with nothing waiting every worker can
     // be busy. Where the writer is the bottleneck (dense stretches) that is all it needs (a larger budget
@@ -327,13 +384,11 @@ pub async fn run(
             };
             let probe = &probes[request.probe];
             let filter = probe.filter.filter(Blocks::Range(request.range));
-            let (client, gate) = (client.clone(), gate.clone());
+            let access = access.clone();
             in_flight.spawn(async move {
-                let logs = gate
-                    .run("eth_getLogs", OnSplit::Return, || client.get_logs(&filter))
-                    .await;
+                let logs = access.get_logs(&filter).await;
                 let blocks = logs
-                    .and_then(|logs| checked(&gate.stats, request.range, &filter, logs))
+                    .and_then(|logs| checked(&access.gate.stats, request.range, &filter, logs))
                     .map(|logs| logs.iter().map(|log| log.block_number).collect());
                 Task::Survey(request, blocks)
             });
@@ -349,16 +404,15 @@ pub async fn run(
                 break;
             };
             ready.handed_out(range.start());
-            let (client, gate, selection) = (client.clone(), gate.clone(), select(range));
+            let (access, selection) = (access.clone(), select(range));
             if planner.expects_overflow(range) {
                 // The survey says this block alone is over the cap: skip the request bound to be refused.
-                spawn_by_filters(&mut in_flight, client, gate, range, selection);
+                spawn_by_filters(&mut in_flight, access, range, selection);
                 continue;
             }
             let prefilled = kept.for_range(&selection, range);
             in_flight.spawn(async move {
-                let answered =
-                    groups::get_range_logs(&client, &gate, range, &selection, prefilled).await;
+                let answered = groups::get_range_logs(&access, range, &selection, prefilled).await;
                 Task::Range(range, answered)
             });
         }
@@ -466,15 +520,15 @@ pub async fn run(
                     successes_since_ease = 0;
                 }
                 let whole = matches!(asked, Asked::Whole { .. });
-                let (client, gate, selection) = (client.clone(), gate.clone(), select(range));
+                let (access, selection) = (access.clone(), select(range));
                 if let Some(halves) = tried.due(&planner, range, whole, outcome, &selection) {
                     tracing::debug!(%range, cause = %err, "asking again by addresses");
-                    quarters::spawn(&mut in_flight, client, gate, range, halves);
+                    quarters::spawn(&mut in_flight, access, range, halves);
                     continue;
                 }
                 tracing::debug!(%range, cause = %err, "splitting");
                 if planner.report(range, outcome) == Verdict::SingleBlockOverflow {
-                    spawn_by_filters(&mut in_flight, client, gate, range, selection);
+                    spawn_by_filters(&mut in_flight, access, range, selection);
                 }
             }
             Err(err) => return Err(err),
@@ -500,20 +554,13 @@ fn finished(planner: &Planner, ready: &ready::Ready) -> Result<(), Error> {
 /// refused, or the survey shows it would be.
 fn spawn_by_filters(
     in_flight: &mut JoinSet<Task>,
-    client: Arc<Client>,
-    gate: Arc<Gate>,
+    access: Arc<Access>,
     range: BlockRange,
     selection: Selection,
 ) {
     in_flight.spawn(async move {
-        let logs = fetch_block_by_filters(
-            &client,
-            &gate,
-            range.start(),
-            selection,
-            FirstRequest::Halves,
-        )
-        .await;
+        let logs =
+            fetch_block_by_filters(&access, range.start(), selection, FirstRequest::Halves).await;
         Task::Overflow(range, logs)
     });
 }
@@ -537,23 +584,22 @@ pub enum FirstRequest {
 /// [`Error::NoReceipts`] when one address and one topic0 are still over the cap and the block's receipts
 /// cannot be read (`fetch::receipts`); any other [`Error`].
 pub(crate) async fn fetch_block_by_filters(
-    client: &Client,
-    gate: &Gate,
+    access: &Access,
     block: BlockNumber,
     selection: Selection,
     first: FirstRequest,
 ) -> Result<Fetched, Error> {
     let request = |group: Group| async move {
         let filter = group.filter(Blocks::Range(BlockRange::single(block)));
-        let answer = get_chunked(client, gate, &filter).await;
+        let answer = get_chunked(access, &filter).await;
         (group, filter, answer)
     };
-    if first == FirstRequest::Halves && gate.receipts_served.block_receipts() {
+    if first == FirstRequest::Halves && access.receipts_served.block_receipts() {
         // Over the cap for the whole selection, and the node serves a block's receipts: two requests (its
         // transactions, its receipts) read it, where halving the filter takes two or more, and a block over
         // the cap for one address takes several refusals before it comes to the receipts anyway.
         tracing::debug!(block, "over the cap: reading the block's receipts");
-        let logs = receipts::read_block(client, gate, block, &selection).await?;
+        let logs = receipts::read_block(access, block, &selection).await?;
         return Ok(Fetched {
             range: BlockRange::single(block),
             logs,
@@ -575,7 +621,7 @@ pub(crate) async fn fetch_block_by_filters(
     while let Some((group, filter, answer)) = pending.next().await {
         match answer {
             Ok(part) => parts.push(checked(
-                &gate.stats,
+                &access.gate.stats,
                 BlockRange::single(block),
                 &filter,
                 part.logs,
@@ -593,7 +639,7 @@ pub(crate) async fn fetch_block_by_filters(
                     // The other requests go first: one holding an answer unpolled would hold the
                     // client's answer slot for good.
                     drop(pending);
-                    let logs = receipts::read_block(client, gate, block, &whole).await?;
+                    let logs = receipts::read_block(access, block, &whole).await?;
                     return Ok(Fetched {
                         range: BlockRange::single(block),
                         logs,

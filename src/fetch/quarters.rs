@@ -20,10 +20,9 @@ use tokio::task::JoinSet;
 
 use crate::planner::{Outcome, Planner};
 use crate::primitives::{BlockNumber, BlockRange, Log};
-use crate::rpc::Client;
 
 use super::groups::{get_range_logs, merge_answers};
-use super::{Error, Gate, Group, Selection, Task, ADDRESSES_PER_REQUEST};
+use super::{Access, Error, Group, Selection, Task, ADDRESSES_PER_REQUEST};
 
 /// Rounds of halving a refused group's addresses: halves, then quarters.
 const ROUNDS: usize = 2;
@@ -137,13 +136,12 @@ pub(super) fn outcome(logs: &[Log]) -> Outcome {
 /// ([`by_addresses`]).
 pub(super) fn spawn(
     in_flight: &mut JoinSet<Task>,
-    client: Arc<Client>,
-    gate: Arc<Gate>,
+    access: Arc<Access>,
     range: BlockRange,
     halves: Vec<Group>,
 ) {
     in_flight.spawn(async move {
-        let logs = by_addresses(&client, &gate, range, halves).await;
+        let logs = by_addresses(&access, range, halves).await;
         Task::ByAddresses(range, logs)
     });
 }
@@ -151,8 +149,7 @@ pub(super) fn spawn(
 /// `range`'s logs asked by `halves`, the halves refused again by their own halves ([`ROUNDS`] in all); the
 /// refusal of a group still over the cap after the last round (or too small to halve).
 async fn by_addresses(
-    client: &Client,
-    gate: &Gate,
+    access: &Access,
     range: BlockRange,
     halves: Vec<Group>,
 ) -> Result<Vec<Log>, Error> {
@@ -166,7 +163,7 @@ async fn by_addresses(
             pairs: Vec::new(),
         };
         let kept = vec![None; selection.groups.len()];
-        let answered = get_range_logs(client, gate, range, &selection, kept).await;
+        let answered = get_range_logs(access, range, &selection, kept).await;
         match answered.logs {
             Ok(logs) => {
                 answers.push(logs);

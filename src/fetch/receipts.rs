@@ -13,10 +13,11 @@ use std::sync::atomic::{AtomicBool, AtomicU8, Ordering::Relaxed};
 
 use alloy_primitives::B256;
 
+use crate::node::{Batches, Call};
 use crate::primitives::{BlockNumber, BlockRange, Log};
-use crate::rpc::{BlockTxHashes, Blocks, Client, Receipt};
+use crate::rpc::{BlockTxHashes, Blocks, Receipt};
 
-use super::{groups, Error, Gate, OnSplit, Selection};
+use super::{groups, Access, Error, OnSplit, Selection};
 
 /// Reads of a block that may change under them before the block counts as moving too fast to read.
 const MAX_READS: u32 = 5;
@@ -155,24 +156,24 @@ pub fn selected(selection: &Selection, receipts: Vec<Receipt>, block: BlockNumbe
 /// [`Error::NoReceipts`] when the node serves no receipts method, or the block keeps changing under the
 /// read; [`Error::Inconsistent`] when the receipts are not the block's, whole; any other [`Error`].
 pub(crate) async fn read_block(
-    client: &Client,
-    gate: &Gate,
+    access: &Access,
     block: BlockNumber,
     selection: &Selection,
 ) -> Result<Vec<Log>, Error> {
     let unavailable = |why: String| Error::NoReceipts { block, why };
     let mut last = String::new();
     for _ in 0..MAX_READS {
-        let Some(header) = gate
-            .run("eth_getBlockByNumber", OnSplit::Retry, || {
-                client.block_tx_hashes(block)
-            })
+        let Some(header) = access
+            .send(
+                Call::new("eth_getBlockByNumber").up_to(block),
+                |client| async move { client.block_tx_hashes(block).await },
+            )
             .await?
         else {
             last = "the node does not know the block (now)".into();
             continue;
         };
-        let receipts = match receipts_of(client, gate, &header).await? {
+        let receipts = match receipts_of(access, &header).await? {
             Read::Receipts(receipts) => receipts,
             Read::Gone(why) => {
                 last = why;
@@ -182,7 +183,7 @@ pub(crate) async fn read_block(
         };
         match check(&header, &receipts) {
             Ok(()) => {
-                gate.stats.receipt_blocks.fetch_add(1, Relaxed);
+                access.gate.stats.receipt_blocks.fetch_add(1, Relaxed);
                 crate::observe::record_receipt_block();
                 return Ok(selected(selection, receipts, block));
             }
@@ -209,17 +210,21 @@ enum Read {
     Unserved(String),
 }
 
-async fn receipts_of(client: &Client, gate: &Gate, block: &BlockTxHashes) -> Result<Read, Error> {
-    let served = &gate.receipts_served;
+async fn receipts_of(access: &Access, block: &BlockTxHashes) -> Result<Read, Error> {
+    let served = &access.receipts_served;
     let probing = match served.get() {
         UNKNOWN => Some(served.probing.lock().await),
         _ => None,
     };
     if matches!(served.get(), UNKNOWN | BLOCK_RECEIPTS) {
-        match gate
-            .run("eth_getBlockReceipts", OnSplit::Return, || {
-                client.block_receipts(block.number)
-            })
+        let number = block.number;
+        match access
+            .send(
+                Call::new("eth_getBlockReceipts")
+                    .on_split(OnSplit::Return)
+                    .up_to(number),
+                |client| async move { client.block_receipts(number).await },
+            )
             .await
         {
             Ok(Some(receipts)) => {
@@ -244,7 +249,7 @@ async fn receipts_of(client: &Client, gate: &Gate, block: &BlockTxHashes) -> Res
             "the node serves neither eth_getBlockReceipts nor eth_getTransactionReceipt".into(),
         ));
     }
-    match by_transaction(client, gate, &block.transactions).await {
+    match by_transaction(access, &block.transactions).await {
         Ok(receipts) => {
             let mut all = Vec::with_capacity(receipts.len());
             for (receipt, hash) in receipts.into_iter().zip(&block.transactions) {
@@ -283,11 +288,10 @@ const MAX_BLOCKS_PER_BATCH: usize = 10;
 /// # Errors
 /// Any [`Error`] but a method the node does not serve.
 pub(crate) async fn of_blocks(
-    client: &Client,
-    gate: &Gate,
+    access: &Access,
     numbers: &[BlockNumber],
 ) -> Result<Option<Vec<Option<Vec<Receipt>>>>, Error> {
-    let served = &gate.receipts_served;
+    let served = &access.receipts_served;
     let Some((&first, rest)) = numbers.split_first() else {
         return Ok(Some(Vec::new()));
     };
@@ -299,10 +303,13 @@ pub(crate) async fn of_blocks(
             match served.get() {
                 BLOCK_RECEIPTS => numbers,
                 UNKNOWN => {
-                    match gate
-                        .run("eth_getBlockReceipts", OnSplit::Return, || {
-                            client.block_receipts(first)
-                        })
+                    match access
+                        .send(
+                            Call::new("eth_getBlockReceipts")
+                                .on_split(OnSplit::Return)
+                                .up_to(first),
+                            |client| async move { client.block_receipts(first).await },
+                        )
                         .await
                     {
                         Ok(receipts) => {
@@ -323,8 +330,8 @@ pub(crate) async fn of_blocks(
         }
         _ => return Ok(None),
     };
-    let batches = super::Batches {
-        gate,
+    let batches = Batches {
+        gate: &access.gate,
         allowed: &served.batches,
     };
     match batches
@@ -332,10 +339,12 @@ pub(crate) async fn of_blocks(
             "eth_getBlockReceipts",
             rest,
             MAX_BLOCKS_PER_BATCH,
-            |batch: Vec<BlockNumber>| async move { client.blocks_receipts(&batch).await },
-            |number| client.block_receipts(number),
+            rest.iter().max().copied(),
+            |client, batch: Vec<BlockNumber>| async move { client.blocks_receipts(&batch).await },
+            |client, number| async move { client.block_receipts(number).await },
         )
         .await
+        .map_err(Error::from)
     {
         Ok(rest) => {
             answers.extend(rest);
@@ -351,24 +360,22 @@ pub(crate) async fn of_blocks(
 }
 
 /// One receipt per hash, in batches while the node takes them ([`super::Batches`]).
-async fn by_transaction(
-    client: &Client,
-    gate: &Gate,
-    hashes: &[B256],
-) -> Result<Vec<Option<Receipt>>, Error> {
-    let batches = super::Batches {
-        gate,
-        allowed: &gate.receipts_served.batches,
+async fn by_transaction(access: &Access, hashes: &[B256]) -> Result<Vec<Option<Receipt>>, Error> {
+    let batches = Batches {
+        gate: &access.gate,
+        allowed: &access.receipts_served.batches,
     };
     batches
         .run(
             "eth_getTransactionReceipt",
             hashes,
             MAX_RECEIPTS_PER_BATCH,
-            |batch: Vec<B256>| async move { client.receipts(&batch).await },
-            |hash| client.receipt(hash),
+            None,
+            |client, batch: Vec<B256>| async move { client.receipts(&batch).await },
+            |client, hash| async move { client.receipt(hash).await },
         )
         .await
+        .map_err(Error::from)
 }
 
 #[cfg(test)]

@@ -19,9 +19,9 @@ use std::sync::Mutex;
 use alloy_primitives::{Address, B256};
 
 use crate::primitives::Log;
-use crate::rpc::{Blocks, Client, LogFilter};
+use crate::rpc::{Blocks, LogFilter};
 
-use super::{Error, Gate, OnSplit};
+use super::{Access, Error};
 
 /// Addresses per `eth_getLogs` request: providers refuse filters of more than 5,000 parameters
 /// (`-32602 too many parameters`), and 1,000 keeps a request's body under 50 KB.
@@ -179,13 +179,9 @@ pub(crate) struct Chunked {
 ///
 /// # Errors
 /// Any [`Error`] of a request.
-pub(crate) async fn get_chunked(
-    client: &Client,
-    gate: &Gate,
-    filter: &LogFilter,
-) -> Result<Chunked, Error> {
+pub(crate) async fn get_chunked(access: &Access, filter: &LogFilter) -> Result<Chunked, Error> {
     if filter.addresses.len() <= ADDRESSES_PER_REQUEST {
-        let logs = one(client, gate, filter).await?;
+        let logs = one(access, filter).await?;
         let largest = logs.len();
         return Ok(Chunked { logs, largest });
     }
@@ -193,7 +189,7 @@ pub(crate) async fn get_chunked(
         Blocks::Range(range) => range.len(),
         Blocks::Hash(_) => 1,
     };
-    let densities = &gate.densities;
+    let densities = &access.densities;
     let mode = densities.with(filter, |d| d.choose(filter.addresses.len(), blocks));
     tracing::debug!(
         ?mode,
@@ -206,7 +202,7 @@ pub(crate) async fn get_chunked(
             addresses: Vec::new(),
             ..filter.clone()
         };
-        match one(client, gate, &topic_only).await {
+        match one(access, &topic_only).await {
             Ok(logs) => {
                 let total = logs.len();
                 let listed: HashSet<&Address> = filter.addresses.iter().collect();
@@ -216,8 +212,8 @@ pub(crate) async fn get_chunked(
                     .collect();
                 densities.with(filter, |d| d.topic_only(blocks, total, kept.len()));
                 let foreign = (total - kept.len()) as u64;
-                gate.stats.topic_only.fetch_add(1, Relaxed);
-                gate.stats.foreign_logs.fetch_add(foreign, Relaxed);
+                access.gate.stats.topic_only.fetch_add(1, Relaxed);
+                access.gate.stats.foreign_logs.fetch_add(foreign, Relaxed);
                 crate::observe::record_topic_only(foreign);
                 return Ok(Chunked {
                     logs: kept,
@@ -235,7 +231,7 @@ pub(crate) async fn get_chunked(
                 addresses: chunk,
                 ..filter.clone()
             };
-            one(client, gate, &part).await
+            one(access, &part).await
         });
     let parts = futures::future::try_join_all(parts).await?;
     let largest = parts.iter().map(Vec::len).max().unwrap_or(0);
@@ -261,9 +257,8 @@ fn dealt(addresses: &[Address]) -> Vec<Vec<Address>> {
     chunks
 }
 
-async fn one(client: &Client, gate: &Gate, filter: &LogFilter) -> Result<Vec<Log>, Error> {
-    gate.run("eth_getLogs", OnSplit::Return, || client.get_logs(filter))
-        .await
+async fn one(access: &Access, filter: &LogFilter) -> Result<Vec<Log>, Error> {
+    access.get_logs(filter).await
 }
 
 #[cfg(test)]

@@ -32,8 +32,7 @@ impl<'a> super::Ctx<'a> {
         let (tx, rx) = mpsc::channel::<Fetched>(queued);
         let fetch_cancel = cancel.child_token();
         let fetcher = tokio::spawn(fetch::run(
-            self.node.client.clone(),
-            self.node.gate.clone(),
+            self.node.access.clone(),
             self.job.planner(config, plan),
             self.job.selector(),
             tx,

@@ -33,8 +33,7 @@ pub async fn fetch_only(config: &Config, target: Target) -> Result<SyncReport, E
             .await?;
         let (tx, mut rx) = mpsc::channel::<Fetched>(config.sync.max_queued_batches.max(1));
         let fetcher = tokio::spawn(fetch::run(
-            node.client.clone(),
-            node.gate.clone(),
+            node.access.clone(),
             job.planner(config, plan),
             job.selector(),
             tx,
@@ -173,8 +172,7 @@ pub async fn naive_sync(config: &Config, target: Target, span: u64) -> Result<Sy
                     todo.push(first);
                 } else {
                     let block = fetch::fetch_block_by_filters(
-                        &node.client,
-                        &node.gate,
+                        &node.access,
                         range.start(),
                         selection.clone(),
                         fetch::FirstRequest::Halves,

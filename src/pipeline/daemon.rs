@@ -183,6 +183,7 @@ pub async fn run_watched(
         report: SyncReport::default(),
         outage: Outage::new(config),
         caught_up: false,
+        providers_reported: None,
     };
     // The node is connected once (`sim://` starts its node here): what the run learns about it is kept
     // across outages.
@@ -208,6 +209,8 @@ struct Daemon<'a> {
     report: SyncReport,
     outage: Outage,
     caught_up: bool,
+    /// When `meta.providers` was last written.
+    providers_reported: Option<Instant>,
 }
 
 impl Daemon<'_> {
@@ -262,6 +265,13 @@ impl Daemon<'_> {
             }
             ctx.node.add_stats(&mut self.report);
             self.report.elapsed = self.started.elapsed();
+            if self
+                .providers_reported
+                .is_none_or(|at| at.elapsed() >= crate::observe::PROGRESS_LOG_INTERVAL)
+            {
+                ctx.report_providers().await;
+                self.providers_reported = Some(Instant::now());
+            }
             if let Err(err) = self.poll_wait().await {
                 return err;
             }
@@ -325,6 +335,7 @@ mod tests {
         let exhausted = Error::Node {
             node: "n".into(),
             source: fetch::Error::Exhausted {
+                provider: "p".into(),
                 method: "eth_blockNumber",
                 attempts: 9,
                 source: crate::rpc::Error::Http {

@@ -52,8 +52,7 @@ impl Job {
         // A few ranges in flight at most: what arrives is reduced to children at once.
         let (tx, mut rx) = mpsc::channel::<Fetched>(4);
         let fetching = fetch::run(
-            node.client.clone(),
-            node.gate.clone(),
+            node.access.clone(),
             announcing_planner(config, plan),
             select,
             tx,

@@ -113,8 +113,7 @@ pub(super) async fn fetch_logs(
     // At most the reorg window's logs: held until they are checked against the headers.
     let (tx, mut rx) = mpsc::channel::<Fetched>(4);
     let fetching = fetch::run(
-        node.client.clone(),
-        node.gate.clone(),
+        node.access.clone(),
         planner,
         selector.clone(),
         tx,

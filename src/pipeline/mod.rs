@@ -228,6 +228,27 @@ struct Ctx<'a> {
     progress: watch::Sender<Option<BlockNumber>>,
 }
 
+impl Ctx<'_> {
+    /// Records how each provider stands (`meta.providers`) for `status` in another process; a failure to
+    /// record it is logged, never the job's.
+    async fn report_providers(&self) {
+        let report = serde_json::json!({
+            "at": std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
+            "pid": std::process::id(),
+            "providers": self.node.providers(),
+        });
+        if let Err(err) = self
+            .sink
+            .set_meta(crate::sink::META_PROVIDERS, report.to_string())
+            .await
+        {
+            tracing::warn!(database = %self.db, cause = %err, "could not record the providers' state for status");
+        }
+    }
+}
+
 /// What one step near the head achieved.
 enum Step {
     /// Committed up to this block (or nothing to do).
@@ -356,8 +377,11 @@ pub async fn sync_observed(
         target,
         ..SyncReport::default()
     };
-    ctx.catch_up(target, finalized, 16, &cancel, &mut report)
-        .await?;
+    let caught_up = ctx
+        .catch_up(target, finalized, 16, &cancel, &mut report)
+        .await;
+    ctx.report_providers().await;
+    caught_up?;
     ctx.node.add_stats(&mut report);
     report.elapsed = started.elapsed();
     tracing::info!(

@@ -6,8 +6,9 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{Endpoint, Finality, NodeConfig, Transport};
-use crate::fetch::{self, Gate, GateConfig, OnSplit, Selection};
+use crate::config::{Endpoint, Finality, NodeConfig, ProviderConfig, Transport};
+use crate::fetch::{self, Access, Selection};
+use crate::node::{Call, Gate, Limits, Provider, ProviderSnapshot};
 use crate::primitives::{BlockNumber, Log};
 use crate::rpc::{self, BlockTag, Client, ClientOptions};
 
@@ -18,16 +19,17 @@ use super::{Error, SyncReport, Target};
 /// batch's own overhead negligible.
 const MAX_HEADERS_PER_BATCH: usize = 100;
 
-/// A connected node: the client, its gate, and the simulated node behind `sim://`, kept alive.
+/// The chain's providers as the pipeline sees them: the gate in front of them, what fetching learns through
+/// it, and the simulated nodes behind `sim://`, kept alive.
 pub struct Node {
-    /// The client.
-    pub client: Arc<Client>,
-    /// The gate every request passes.
+    /// The gate every request passes, and what fetching learns through it.
+    pub access: Arc<Access>,
+    /// The gate (the same as `access.gate`).
     pub gate: Arc<Gate>,
-    /// Redacted, for messages.
+    /// The providers by name, for messages about the chain as a whole.
     pub display: String,
-    /// Whether to read headers in batches: HTTP, until the node refuses one (the spec does not say whether
-    /// it takes batches; mainstream nodes do).
+    /// Whether to read headers in batches: HTTP, until a provider refuses one (the spec does not say
+    /// whether it takes batches; mainstream nodes do).
     batches: std::sync::atomic::AtomicBool,
     /// Whether this run has said that block timestamps cost header reads ([`Node::tell_header_reads`]).
     told_header_reads: std::sync::atomic::AtomicBool,
@@ -35,74 +37,60 @@ pub struct Node {
     no_finality: NoFinality,
     /// What this run saw of finality: the last final block reported, whether the chain reorged.
     pub(super) finality: super::finality::SeenFinality,
-    /// The simulated node a `sim://` endpoint started; it stops when the `Node` is dropped.
-    _simulated: Option<super::simulator::Simulated>,
+    /// The chain id the first provider to answer gave: every other must agree.
+    chain: std::sync::OnceLock<u64>,
+    /// The simulated nodes `sim://` endpoints started; they stop when the `Node` is dropped.
+    _simulated: Vec<super::simulator::Simulated>,
 }
 
 impl Node {
-    /// Connects to the configured node, starting the installed simulator ([`super::simulator`]) for `sim://`. Sends nothing yet. Once
-    /// `cancel` fires, every request through the node's gate (waiting, retrying or in flight) ends with
-    /// [`Error::Interrupted`].
+    /// Connects to the configured providers, starting the installed simulator ([`super::simulator`]) for
+    /// each `sim://`. Sends nothing yet. Once `cancel` fires, every request through the gate (waiting,
+    /// retrying or in flight) ends with [`Error::Interrupted`].
     ///
     /// # Errors
     /// [`Error::Config`] for a bad `sim://` option; [`Error::Node`] when no client can be built.
     pub async fn connect(config: &NodeConfig, cancel: &CancellationToken) -> Result<Self, Error> {
-        let config = &config.providers[0];
-        let options = ClientOptions {
-            request_timeout: config.request_timeout,
-            max_response_bytes: config.max_response_bytes,
-            max_idle_connections: config.max_concurrency,
-        };
-        let gate = Arc::new(Gate::new(
-            GateConfig {
-                max_concurrency: config.max_concurrency,
-                requests_per_second: config.requests_per_second,
-                max_retries: config.max_retries,
-                initial_backoff: config.initial_backoff,
-                max_backoff: config.max_backoff,
-            },
-            cancel.clone(),
-        ));
-        let endpoint = match config.transport {
-            Transport::Ws => config.ws_endpoint.as_ref().unwrap_or(&config.endpoint),
-            Transport::Http => &config.endpoint,
-        };
-        let (url, simulated) = match endpoint {
-            Endpoint::Url(url) => (url.clone(), None),
-            Endpoint::Sim(sim) => {
-                let simulated = super::simulator::start(sim)
-                    .await
-                    .map_err(|e| Error::Config(format!("node.url: {e}")))?;
-                let raw = match config.transport {
-                    Transport::Http => &simulated.http_url,
-                    Transport::Ws => &simulated.ws_url,
-                };
-                let url = url::Url::parse(raw)
-                    .map_err(|e| Error::Config(format!("node.url: built-in node address: {e}")))?;
-                (crate::config::SecretUrl::new(url), Some(simulated))
-            }
-        };
-        let display = url.to_string();
-        let client = match config.transport {
-            Transport::Http => Client::http(&url, options).map_err(|e| Error::Node {
-                node: display.clone(),
-                source: fetch::Error::Fatal {
-                    method: "connect",
-                    source: e,
-                },
-            })?,
-            Transport::Ws => Client::ws(&url, options),
-        };
+        let mut providers = Vec::with_capacity(config.providers.len());
+        let mut simulated = Vec::new();
+        let several = config.providers.len() > 1;
+        for (index, provider) in config.providers.iter().enumerate() {
+            let field = if several {
+                format!("node.providers[{index}].url")
+            } else {
+                "node.url".to_owned()
+            };
+            let (provider, sim) = connect_provider(provider, &field).await?;
+            providers.push(provider);
+            simulated.extend(sim);
+        }
+        let supports_batches = providers.iter().all(|p| p.client().supports_batches());
+        let display = providers
+            .iter()
+            .map(|p| p.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ");
+        let gate = Arc::new(Gate::new(providers, cancel.clone()));
         Ok(Self {
-            batches: std::sync::atomic::AtomicBool::new(client.supports_batches()),
-            told_header_reads: std::sync::atomic::AtomicBool::new(false),
-            client: Arc::new(client),
+            access: Arc::new(Access::new(gate.clone())),
             gate,
+            batches: std::sync::atomic::AtomicBool::new(supports_batches),
+            told_header_reads: std::sync::atomic::AtomicBool::new(false),
             display,
             no_finality: NoFinality::default(),
             finality: super::finality::SeenFinality::default(),
+            chain: std::sync::OnceLock::new(),
             _simulated: simulated,
         })
+    }
+
+    /// Each provider as it stands now.
+    pub fn providers(&self) -> Vec<ProviderSnapshot> {
+        self.gate
+            .providers()
+            .iter()
+            .map(Provider::snapshot)
+            .collect()
     }
 
     /// Says once a run, when the first header is read for block timestamps, why the backfill reads headers
@@ -123,8 +111,8 @@ impl Node {
     }
 
     /// The headers of `numbers`, in order (`None` where the node does not know the block): in batches of at
-    /// most a second's worth of the rate (a batch of n calls costs n) and [`MAX_HEADERS_PER_BATCH`], or, from the first batch the node
-    /// refuses as such, one request each (`max_concurrency` at a time).
+    /// most what the rate admits now (a batch of n calls costs n) and [`MAX_HEADERS_PER_BATCH`], or, from
+    /// the first batch a provider refuses as such, one request each (`max_concurrency` at a time).
     ///
     /// # Errors
     /// [`Error::Node`]; [`Error::Interrupted`].
@@ -132,49 +120,14 @@ impl Node {
         &self,
         numbers: &[BlockNumber],
     ) -> Result<Vec<Option<rpc::Header>>, Error> {
-        use std::sync::atomic::Ordering::Relaxed;
-        let mut headers = Vec::with_capacity(numbers.len());
-        let per_batch = self
-            .gate
-            .max_calls_per_request()
-            .clamp(1, MAX_HEADERS_PER_BATCH);
-        let mut rest = numbers;
-        while !rest.is_empty() && self.batches.load(Relaxed) {
-            let (batch, after) = rest.split_at(per_batch.min(rest.len()));
-            match self
-                .gate
-                .run_calls("eth_getBlockByNumber", batch.len(), OnSplit::Retry, || {
-                    self.client.headers(batch)
-                })
-                .await
-            {
-                Ok(answers) => {
-                    headers.extend(answers);
-                    rest = after;
-                }
-                // Only a refusal of batches as such turns them off (`rpc` tells it apart); a 429, a 5xx or
-                // a timeout was retried by the gate like any request, and is this read's error once the
-                // retries are spent.
-                Err(fetch::Error::Fatal {
-                    source: source @ rpc::Error::BatchRefused { .. },
-                    ..
-                }) => {
-                    tracing::info!(cause = %source, "reading headers one by one from now on");
-                    self.batches.store(false, Relaxed);
-                }
-                Err(err) => return Err(self.error()(err)),
-            }
-        }
-        let per_round = self.gate.config().max_concurrency.max(1);
-        for chunk in rest.chunks(per_round) {
-            let answers =
-                futures::future::join_all(chunk.iter().map(|&n| self.header(BlockTag::Number(n))))
-                    .await;
-            for answer in answers {
-                headers.push(answer?);
-            }
-        }
-        Ok(headers)
+        self.batched(
+            "eth_getBlockByNumber",
+            numbers,
+            MAX_HEADERS_PER_BATCH,
+            |client, batch: Vec<BlockNumber>| async move { client.headers(&batch).await },
+            |client, n| async move { client.header(BlockTag::Number(n)).await },
+        )
+        .await
     }
 
     /// The blocks of `numbers` with their full transactions, in order (`None` where the node does not know
@@ -192,8 +145,10 @@ impl Node {
             "eth_getBlockByNumber",
             numbers,
             MAX_HEADERS_PER_BATCH / 10,
-            |batch: Vec<BlockNumber>| async move { self.client.blocks_with_transactions(&batch).await },
-            |n| self.client.block_with_transactions(BlockTag::Number(n)),
+            |client, batch: Vec<BlockNumber>| async move {
+                client.blocks_with_transactions(&batch).await
+            },
+            |client, n| async move { client.block_with_transactions(BlockTag::Number(n)).await },
         )
         .await
     }
@@ -207,14 +162,23 @@ impl Node {
         &self,
         hashes: &[alloy_primitives::B256],
     ) -> Result<Vec<Option<rpc::Receipt>>, Error> {
-        self.batched(
-            "eth_getTransactionReceipt",
-            hashes,
-            MAX_HEADERS_PER_BATCH,
-            |batch: Vec<alloy_primitives::B256>| async move { self.client.receipts(&batch).await },
-            |hash| self.client.receipt(hash),
-        )
-        .await
+        let batches = crate::node::Batches {
+            gate: &self.gate,
+            allowed: &self.batches,
+        };
+        batches
+            .run(
+                "eth_getTransactionReceipt",
+                hashes,
+                MAX_HEADERS_PER_BATCH,
+                None,
+                |client, batch: Vec<alloy_primitives::B256>| async move {
+                    client.receipts(&batch).await
+                },
+                |client, hash| async move { client.receipt(hash).await },
+            )
+            .await
+            .map_err(|e| self.error()(e.into()))
     }
 
     /// The receipts of each block of `numbers` by `eth_getBlockReceipts`, batched, when the node serves it
@@ -226,35 +190,42 @@ impl Node {
         &self,
         numbers: &[BlockNumber],
     ) -> Result<Option<Vec<Option<Vec<rpc::Receipt>>>>, Error> {
-        fetch::block_receipts(&self.client, &self.gate, numbers)
+        fetch::block_receipts(&self.access, numbers)
             .await
             .map_err(self.error())
     }
 
-    /// [`fetch::batched`] through this node's gate, batches turned off for good once it refuses one.
-    async fn batched<I, T, Many, ManyFut, One, OneFut>(
+    /// [`crate::node::Batches`] of blocks `numbers` through this node's gate, batches turned off for good
+    /// once a provider refuses one; never asked of a provider whose head is below the highest.
+    async fn batched<T, Many, ManyFut, One, OneFut>(
         &self,
         method: &'static str,
-        items: &[I],
+        numbers: &[BlockNumber],
         max_per_batch: usize,
         many: Many,
         one: One,
     ) -> Result<Vec<T>, Error>
     where
-        I: Copy,
-        Many: Fn(Vec<I>) -> ManyFut,
+        Many: Fn(Arc<Client>, Vec<BlockNumber>) -> ManyFut,
         ManyFut: std::future::Future<Output = Result<Vec<T>, rpc::Error>>,
-        One: Fn(I) -> OneFut,
+        One: Fn(Arc<Client>, BlockNumber) -> OneFut,
         OneFut: std::future::Future<Output = Result<T, rpc::Error>>,
     {
-        let batches = fetch::Batches {
+        let batches = crate::node::Batches {
             gate: &self.gate,
             allowed: &self.batches,
         };
         batches
-            .run(method, items, max_per_batch, many, one)
+            .run(
+                method,
+                numbers,
+                max_per_batch,
+                numbers.iter().max().copied(),
+                many,
+                one,
+            )
             .await
-            .map_err(self.error())
+            .map_err(|e| self.error()(e.into()))
     }
 
     /// `eth_getLogs` of `selection` over `blocks` (a request per filter group), through the gate; a
@@ -267,7 +238,7 @@ impl Node {
         blocks: rpc::Blocks,
         selection: &Selection,
     ) -> Result<Vec<Log>, fetch::Error> {
-        fetch::get_logs(&self.client, &self.gate, blocks, selection).await
+        fetch::get_logs(&self.access, blocks, selection).await
     }
 
     /// `eth_getBlockByNumber(tag, false)` through the gate: `None` when the node does not know the block.
@@ -275,12 +246,15 @@ impl Node {
     /// # Errors
     /// [`Error::Node`].
     pub(super) async fn header(&self, tag: BlockTag) -> Result<Option<rpc::Header>, Error> {
+        let call = Call::new("eth_getBlockByNumber");
+        let call = match tag {
+            BlockTag::Number(n) => call.up_to(n),
+            _ => call,
+        };
         self.gate
-            .run("eth_getBlockByNumber", OnSplit::Retry, || {
-                self.client.header(tag)
-            })
+            .send(call, |client| async move { client.header(tag).await })
             .await
-            .map_err(self.error())
+            .map_err(|e| self.error()(e.into()))
     }
 
     pub(super) fn error(&self) -> impl Fn(fetch::Error) -> Error + '_ {
@@ -309,15 +283,162 @@ impl Node {
         report.children_filled = stats.children_filled.load(Relaxed);
     }
 
-    /// `eth_chainId`, through the gate.
+    /// The chain's id: every provider is asked, and all that answer must agree. One that cannot be reached
+    /// now is checked when it answers a head poll, and serves nothing before.
     ///
     /// # Errors
-    /// [`Error::Node`].
+    /// [`Error::Config`] naming a provider whose chain id differs; [`Error::Node`] when none answers.
     pub async fn chain_id(&self) -> Result<u64, Error> {
+        let providers = self.gate.providers();
+        let answers = futures::future::join_all((0..providers.len()).map(|index| {
+            self.gate.send_to(
+                Call::new("eth_chainId"),
+                index,
+                false,
+                |client| async move { client.chain_id().await },
+            )
+        }))
+        .await;
+        let mut first_error = None;
+        for (index, answer) in answers.into_iter().enumerate() {
+            match answer {
+                Ok(id) => self.chain_checked(index, id)?,
+                Err(err)
+                    if providers.len() > 1 && !matches!(err, crate::node::Error::Interrupted) =>
+                {
+                    tracing::warn!(provider = %providers[index].name, cause = %err, "the provider does not answer its chain id; it serves nothing until it does");
+                    first_error.get_or_insert(err);
+                }
+                Err(err) => return Err(self.error()(err.into())),
+            }
+        }
+        match (self.chain.get(), first_error) {
+            (Some(id), _) => Ok(*id),
+            (None, Some(err)) => Err(self.error()(err.into())),
+            (None, None) => unreachable!("a gate has a provider"),
+        }
+    }
+
+    /// Each provider's chain id, asked once each (for `check`), in config order.
+    pub async fn chain_ids(&self) -> Vec<Result<u64, Error>> {
+        let providers = self.gate.providers();
+        futures::future::join_all((0..providers.len()).map(|index| async move {
+            self.gate
+                .send_to(Call::new("eth_chainId"), index, true, |client| async move {
+                    client.chain_id().await
+                })
+                .await
+                .map_err(|err| Error::Node {
+                    node: format!("{} ({})", providers[index].name, providers[index].display),
+                    source: err.into(),
+                })
+        }))
+        .await
+    }
+
+    /// Each provider's head, asked once each (for `status`), in config order.
+    pub async fn heads(&self) -> Vec<Result<u64, Error>> {
+        let providers = self.gate.providers();
+        futures::future::join_all((0..providers.len()).map(|index| async move {
+            self.gate
+                .send_to(
+                    Call::new("eth_blockNumber"),
+                    index,
+                    true,
+                    |client| async move { client.block_number().await },
+                )
+                .await
+                .map_err(|err| Error::Node {
+                    node: format!("{} ({})", providers[index].name, providers[index].display),
+                    source: err.into(),
+                })
+        }))
+        .await
+    }
+
+    /// Provider `index` answered chain id `id`: the chain's, or the config is wrong.
+    fn chain_checked(&self, index: usize, id: u64) -> Result<(), Error> {
+        let expected = *self.chain.get_or_init(|| id);
+        let provider = &self.gate.providers()[index];
+        if id != expected {
+            let first = self
+                .gate
+                .providers()
+                .iter()
+                .find(|p| p.is_chain_checked())
+                .map_or("another provider", |p| p.name.as_str());
+            return Err(Error::Config(format!(
+                "node.providers[{index}] ({}): it serves chain id {id}, but {first} serves {expected} \
+                 (every provider of a chain must serve the same chain: fix or remove its url)",
+                provider.name
+            )));
+        }
+        provider.set_chain_checked();
+        Ok(())
+    }
+
+    /// The head: every provider is asked once (those not checked yet, their chain id first), each one's head
+    /// is recorded, and the highest is the chain's; when none answers, the gate's retries decide.
+    ///
+    /// # Errors
+    /// [`Error::Node`]; [`Error::Config`] for a provider on another chain.
+    pub(super) async fn latest(&self) -> Result<BlockNumber, Error> {
+        let providers = self.gate.providers();
+        if providers.len() > 1 {
+            let answers =
+                futures::future::join_all((0..providers.len()).map(|index| self.head_of(index)))
+                    .await;
+            let mut best = None;
+            for answer in answers {
+                match answer {
+                    Ok(head) => best = best.max(Some(head)),
+                    Err(err @ Error::Config(_)) => return Err(err),
+                    Err(Error::Interrupted) => return Err(Error::Interrupted),
+                    Err(_) => {}
+                }
+            }
+            if let Some(head) = best {
+                return Ok(head);
+            }
+        }
         self.gate
-            .run("eth_chainId", OnSplit::Retry, || self.client.chain_id())
+            .send(Call::new("eth_blockNumber"), |client| async move {
+                client.block_number().await
+            })
             .await
-            .map_err(self.error())
+            .map_err(|e| self.error()(e.into()))
+            .inspect(|head| {
+                if providers.len() == 1 {
+                    providers[0].saw_head(*head);
+                }
+            })
+    }
+
+    /// Provider `index`'s head, asked once (its chain id first if it was never checked).
+    async fn head_of(&self, index: usize) -> Result<BlockNumber, Error> {
+        let provider = &self.gate.providers()[index];
+        if !provider.is_chain_checked() {
+            let id = self
+                .gate
+                .send_to(Call::new("eth_chainId"), index, true, |client| async move {
+                    client.chain_id().await
+                })
+                .await
+                .map_err(|e| self.error()(e.into()))?;
+            self.chain_checked(index, id)?;
+        }
+        let head = self
+            .gate
+            .send_to(
+                Call::new("eth_blockNumber"),
+                index,
+                true,
+                |client| async move { client.block_number().await },
+            )
+            .await
+            .map_err(|e| self.error()(e.into()))?;
+        provider.saw_head(head);
+        Ok(head)
     }
 
     /// The node's finalized block: [`Finalized::Block`], or why there is none. A node that refuses the tag
@@ -331,8 +452,8 @@ impl Node {
         }
         match self
             .gate
-            .run("eth_getBlockByNumber", OnSplit::Retry, || {
-                self.client.header(BlockTag::Finalized)
+            .send(Call::new("eth_getBlockByNumber"), |client| async move {
+                client.header(BlockTag::Finalized).await
             })
             .await
         {
@@ -340,12 +461,12 @@ impl Node {
             Ok(None) => Ok(Finalized::None(
                 "it answers null for the `finalized` block".into(),
             )),
-            Err(fetch::Error::Fatal { source, .. }) => {
+            Err(crate::node::Error::Fatal { source, .. }) => {
                 let why = format!("it refuses the `finalized` tag: {source}");
                 let _ = self.no_finality.refused.set(why.clone());
                 Ok(Finalized::None(why))
             }
-            Err(err) => Err(self.error()(err)),
+            Err(err) => Err(self.error()(err.into())),
         }
     }
 
@@ -416,28 +537,20 @@ impl Node {
     /// # Errors
     /// [`Error::Node`].
     pub async fn resolve(&self, target: Target, window: u64) -> Result<BlockNumber, Error> {
-        let latest = || async {
-            self.gate
-                .run("eth_blockNumber", OnSplit::Retry, || {
-                    self.client.block_number()
-                })
-                .await
-                .map_err(self.error())
-        };
         match target {
             Target::Number(n) => return Ok(n),
-            Target::Latest => return latest().await,
+            Target::Latest => return self.latest().await,
             Target::Safe => {
                 match self
                     .gate
-                    .run("eth_getBlockByNumber", OnSplit::Retry, || {
-                        self.client.header(BlockTag::Safe)
+                    .send(Call::new("eth_getBlockByNumber"), |client| async move {
+                        client.header(BlockTag::Safe).await
                     })
                     .await
                 {
                     Ok(Some(header)) => return Ok(header.number),
                     // spec: getBlockByNumber does not support `safe`; `finalized` is to be used instead.
-                    Err(fetch::Error::Fatal { .. }) => {
+                    Err(crate::node::Error::Fatal { .. }) => {
                         tracing::warn!(
                             "the node refuses the `safe` tag; syncing to `finalized` instead"
                         );
@@ -447,7 +560,7 @@ impl Node {
                             "the node has no `safe` block; syncing to `finalized` instead"
                         );
                     }
-                    Err(err) => return Err(self.error()(err)),
+                    Err(err) => return Err(self.error()(err.into())),
                 }
             }
             Target::Finalized => {}
@@ -456,7 +569,7 @@ impl Node {
             Finalized::Block(n) => Ok(n),
             Finalized::None(why) => {
                 self.warn_no_finality(&why, window);
-                Ok(latest().await?.saturating_sub(window))
+                Ok(self.latest().await?.saturating_sub(window))
             }
         }
     }
@@ -478,4 +591,60 @@ struct NoFinality {
     refused: std::sync::OnceLock<String>,
     /// Whether the fallback was announced.
     warned: std::sync::atomic::AtomicBool,
+}
+
+/// One provider of `config` (`field` names its url in messages), with the simulated node its `sim://`
+/// started.
+async fn connect_provider(
+    config: &ProviderConfig,
+    field: &str,
+) -> Result<(Provider, Option<super::simulator::Simulated>), Error> {
+    let options = ClientOptions {
+        request_timeout: config.request_timeout,
+        max_response_bytes: config.max_response_bytes,
+        max_idle_connections: config.max_concurrency,
+    };
+    let endpoint = match config.transport {
+        Transport::Ws => config.ws_endpoint.as_ref().unwrap_or(&config.endpoint),
+        Transport::Http => &config.endpoint,
+    };
+    let (url, simulated) = match endpoint {
+        Endpoint::Url(url) => (url.clone(), None),
+        Endpoint::Sim(sim) => {
+            let simulated = super::simulator::start(sim)
+                .await
+                .map_err(|e| Error::Config(format!("{field}: {e}")))?;
+            let raw = match config.transport {
+                Transport::Http => &simulated.http_url,
+                Transport::Ws => &simulated.ws_url,
+            };
+            let url = url::Url::parse(raw)
+                .map_err(|e| Error::Config(format!("{field}: built-in node address: {e}")))?;
+            (crate::config::SecretUrl::new(url), Some(simulated))
+        }
+    };
+    let display = url.to_string();
+    let client = match config.transport {
+        Transport::Http => Client::http(&url, options).map_err(|e| Error::Node {
+            node: format!("{} ({display})", config.name),
+            source: fetch::Error::Fatal {
+                provider: config.name.as_str().into(),
+                method: "connect",
+                source: e,
+            },
+        })?,
+        Transport::Ws => Client::ws(&url, options),
+    };
+    let limits = Limits {
+        max_concurrency: config.max_concurrency,
+        requests_per_second: config.requests_per_second,
+        credits: config
+            .credits_per_second
+            .map(|per_second| (per_second, config.method_credits.clone())),
+        max_retries: config.max_retries,
+        initial_backoff: config.initial_backoff,
+        max_backoff: config.max_backoff,
+    };
+    let provider = Provider::new(config.name.clone(), display, client, limits);
+    Ok((provider, simulated))
 }

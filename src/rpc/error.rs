@@ -143,6 +143,18 @@ impl Error {
     }
 }
 
+impl Error {
+    /// Whether the node refused for its rate: HTTP 429, or a rate-limit error object (Infura's `-32005`
+    /// "request rate exceeded", `-32007`, `-32012`, code 429). The caller lowers that provider's rate.
+    pub fn is_rate_limit(&self) -> bool {
+        match self {
+            Error::Http { status, .. } => *status == 429,
+            Error::Rpc { code, message, .. } => is_rate_limit_rpc(*code, message),
+            _ => false,
+        }
+    }
+}
+
 /// What an error of a JSON-RPC batch means: the node refusing batches as such (then it becomes
 /// [`Error::BatchRefused`], and the caller sends the calls one by one from then on), or a failure of this
 /// request like any other (kept as it is, so a 429, a 5xx, a timeout or a dropped connection is retried and
@@ -217,14 +229,19 @@ const RATE_LIMIT_WORDINGS: [&str; 9] = [
     "capacity exceeded",
 ];
 
-fn classify_rpc(code: i64, message: &str, data: Option<&str>) -> Class {
+/// Whether an error object refuses for the rate.
+fn is_rate_limit_rpc(code: i64, message: &str) -> bool {
     let m = message.to_ascii_lowercase();
-    // Rate limits first: Infura sends them as -32005, the code of "too many results".
-    if code == -32007
+    code == -32007
         || code == -32012
         || code == 429
         || RATE_LIMIT_WORDINGS.iter().any(|p| m.contains(p))
-    {
+}
+
+fn classify_rpc(code: i64, message: &str, data: Option<&str>) -> Class {
+    let m = message.to_ascii_lowercase();
+    // Rate limits first: Infura sends them as -32005, the code of "too many results".
+    if is_rate_limit_rpc(code, message) {
         return Class::Retry {
             after: data.and_then(backoff_seconds),
         };

@@ -247,6 +247,8 @@ pub struct ReindexReport {
 pub const META_CHAIN_ID: &str = "chain_id";
 /// `meta` key of the last reorg seen, as text (written by the follower).
 pub const META_LAST_REORG: &str = "last_reorg";
+/// `meta` key: the providers as the last indexing process reported them (JSON), for `status`.
+pub const META_PROVIDERS: &str = "providers";
 
 /// The storage backend.
 pub enum Sink {
@@ -394,6 +396,21 @@ impl Sink {
     /// [`Error::Query`].
     pub async fn meta(&self, key: &str) -> Result<Option<String>, Error> {
         read::meta(self, key).await
+    }
+
+    /// Sets `meta.<key>` to `value`, alone in its transaction (what a running process reports about
+    /// itself, such as its providers, for `status`).
+    ///
+    /// # Errors
+    /// [`Error::Query`].
+    pub async fn set_meta(&self, key: &str, value: String) -> Result<(), Error> {
+        let statement = Statement::new(
+            "recording what this process reports",
+            "INSERT INTO meta (key, value) VALUES ($1, $2) \
+             ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            vec![Param::Text(key.into()), Param::Text(value)],
+        );
+        self.transaction(&[statement]).await.map(drop)
     }
 
     /// The chain id the database was built from; `None` before the first sync.

@@ -1,0 +1,336 @@
+//! A provider's rate: the ceiling the config sets, the rate in use learned below it from the provider's
+//! refusals (additive increase, multiplicative decrease, as TCP learns a path's capacity), and the window
+//! that holds what is sent to it within that rate.
+//!
+//! Costs are in the provider's own unit: calls (`requests_per_second`, a batch item counting one) or credits
+//! (`credits_per_second`, each call weighed by `method_credits`).
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+/// How much longer than a second the window is. The provider counts calls when they arrive, and two calls
+/// sent exactly a second apart can arrive closer together when the first one's trip took longer (a new
+/// connection, a busy runtime on either side, the network). A second and a tenth keeps the provider's
+/// count within the rate for any second, as long as trips vary by less than 100 ms, for 9% of the peak
+/// rate: cheaper than one 429 with its `Retry-After`.
+pub(super) const WINDOW_MARGIN: Duration = Duration::from_millis(100);
+
+/// The window's length.
+pub(super) const WINDOW: Duration = Duration::from_secs(1).saturating_add(WINDOW_MARGIN);
+
+/// The rate after a refusal, as a share of the rate that was refused: a halving (TCP's) leaves a key
+/// limited below its ceiling at three quarters of its real limit on average; 0.7 at about 85%, for one
+/// more refusal per cycle.
+const DECREASE: f64 = 0.7;
+
+/// Below this share of the last refused rate the rate climbs back fast (it was lowered past what the
+/// provider takes); above it, slowly (it is near the provider's limit).
+const KNEE: f64 = 0.9;
+
+/// Climb per window's worth of successful cost, as a share of the rate: below the knee.
+const FAST_CLIMB: f64 = 0.10;
+
+/// Climb per window's worth of successful cost, as a share of the rate: above the knee. 2% reaches the
+/// refused rate again in about five windows from the knee, so a provider that keeps its limit sees one
+/// burst of refusals every eight seconds or so.
+const SLOW_CLIMB: f64 = 0.02;
+
+/// What the provider has shown of its limit: the rate in use, between 1 and the ceiling.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Learned {
+    ceiling: f64,
+    current: f64,
+    /// The rate in use when the provider last refused.
+    refused_at: Option<f64>,
+    /// When the rate was last lowered: refusals of requests sent before it are of the old rate.
+    lowered_at: Option<Instant>,
+}
+
+impl Learned {
+    /// Starts at the ceiling.
+    pub(super) fn new(ceiling: u32) -> Self {
+        let ceiling = f64::from(ceiling.max(1));
+        Self {
+            ceiling,
+            current: ceiling,
+            refused_at: None,
+            lowered_at: None,
+        }
+    }
+
+    /// The cost admitted per window now (at least 1).
+    pub(super) fn per_window(&self) -> u32 {
+        // Truncation: the rate is within [1, u32::MAX].
+        self.current.floor().max(1.0) as u32
+    }
+
+    /// The configured ceiling.
+    pub(super) fn ceiling(&self) -> u32 {
+        self.ceiling as u32
+    }
+
+    /// The provider refused a request sent at `sent` for its rate: lower the rate, once per burst (every
+    /// request in flight when the limit was crossed is refused together, and each says the same). Returns
+    /// whether the rate was lowered.
+    pub(super) fn refused(&mut self, sent: Instant, now: Instant) -> bool {
+        if self.lowered_at.is_some_and(|at| sent <= at) {
+            return false;
+        }
+        self.refused_at = Some(self.current);
+        self.current = (self.current * DECREASE).max(1.0);
+        self.lowered_at = Some(now);
+        true
+    }
+
+    /// A request of `cost` succeeded: climb towards the ceiling, by a share of the rate per window's worth
+    /// of cost.
+    pub(super) fn succeeded(&mut self, cost: u32) {
+        if self.current >= self.ceiling {
+            return;
+        }
+        let near_limit = self
+            .refused_at
+            .is_some_and(|refused| self.current >= refused * KNEE);
+        let share = if near_limit { SLOW_CLIMB } else { FAST_CLIMB };
+        // A window's worth of cost (`current`) climbs by `share * current`: each unit by `share`.
+        self.current = (self.current + share * f64::from(cost)).min(self.ceiling);
+    }
+
+    /// Whether the rate is as low as it goes.
+    pub(super) fn at_floor(&self) -> bool {
+        self.current <= 1.0
+    }
+}
+
+/// The learned rate and the window that holds what is sent within it: at most `per_window` of cost starts
+/// in any window of length [`WINDOW`], a log of the admissions still inside it, so the bound holds for every
+/// window, not only aligned ones. (A token bucket such as governor's GCRA starts full: a burst of the whole
+/// budget, then the budget again within the same second, twice the rate a provider counting "per second"
+/// allows.) Memory: at most `per_window` entries.
+#[derive(Debug)]
+pub(super) struct Rate {
+    learned: Mutex<Learned>,
+    /// Admissions inside the window, oldest first, with their cost; and the sum of those costs.
+    admitted: Mutex<(VecDeque<(Instant, u32)>, u32)>,
+    /// No admission before this (a provider's `Retry-After`).
+    paused_until: Mutex<Option<Instant>>,
+    /// Waiters take turns in arrival order (tokio's `Mutex` is fair), so a batch is not starved by single
+    /// calls slipping in whenever one unit frees up.
+    turn: tokio::sync::Mutex<()>,
+    /// The cost of the requests waiting for admission: what a new one waits behind.
+    waiting: AtomicU32,
+}
+
+/// Counts a request's cost as waiting until it is admitted or given up.
+struct Waiting<'a>(&'a AtomicU32, u32);
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(self.1, Ordering::Relaxed);
+    }
+}
+
+impl Rate {
+    pub(super) fn new(ceiling: u32) -> Self {
+        Self {
+            learned: Mutex::new(Learned::new(ceiling)),
+            admitted: Mutex::new((VecDeque::new(), 0)),
+            paused_until: Mutex::new(None),
+            turn: tokio::sync::Mutex::new(()),
+            waiting: AtomicU32::new(0),
+        }
+    }
+
+    /// What has been learnt.
+    pub(super) fn learned(&self) -> Learned {
+        self.learned
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Changes what has been learnt with `f`.
+    pub(super) fn learn<T>(&self, f: impl FnOnce(&mut Learned) -> T) -> T {
+        f(&mut self.learned.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// No admission before `until`.
+    pub(super) fn pause_until(&self, until: Instant) {
+        let mut paused = self
+            .paused_until
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        *paused = Some(paused.map_or(until, |at| at.max(until)));
+    }
+
+    /// When `cost` could be admitted at the earliest, as things stand (for choosing a provider): after the
+    /// window has room for it, and after the requests already waiting, at the rate now.
+    pub(super) fn ready_at(&self, cost: u32) -> Instant {
+        let per_window = self.learned().per_window();
+        let now = Instant::now();
+        let paused = self
+            .paused_until
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .unwrap_or(now);
+        let waiting = self.waiting.load(Ordering::Relaxed);
+        let behind = now + WINDOW.mul_f64(f64::from(waiting) / f64::from(per_window));
+        let guard = self.admitted.lock().unwrap_or_else(PoisonError::into_inner);
+        ready_at(&guard.0, guard.1, cost.min(per_window), per_window, now)
+            .max(paused)
+            .max(behind)
+    }
+
+    /// Waits until `cost` more fits in the window at the rate now, and counts it; returns when it was
+    /// admitted. A cost above the rate waits for an empty window (the caller should have split it).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: nothing is counted until it returns.
+    pub(super) async fn admit(&self, cost: u32) -> Instant {
+        self.waiting.fetch_add(cost, Ordering::Relaxed);
+        let _waiting = Waiting(&self.waiting, cost);
+        let _turn = self.turn.lock().await;
+        loop {
+            let paused = *self
+                .paused_until
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            if let Some(until) = paused.filter(|until| *until > Instant::now()) {
+                tokio::time::sleep_until(until).await;
+                continue;
+            }
+            let per_window = self.learned().per_window();
+            let ready = {
+                let mut guard = self.admitted.lock().unwrap_or_else(PoisonError::into_inner);
+                let (admitted, in_window) = &mut *guard;
+                let now = Instant::now();
+                while let Some(&(at, spent)) = admitted.front() {
+                    if at + WINDOW > now {
+                        break;
+                    }
+                    admitted.pop_front();
+                    *in_window -= spent;
+                }
+                let ready = ready_at(admitted, *in_window, cost.min(per_window), per_window, now);
+                if ready <= now {
+                    admitted.push_back((now, cost));
+                    *in_window += cost;
+                    return now;
+                }
+                ready
+            };
+            tokio::time::sleep_until(ready).await;
+        }
+    }
+}
+
+/// When `cost` fits under `per_window` given the admissions still in the window (`in_window` their sum):
+/// `now` if it fits already, else when enough of the oldest have left.
+fn ready_at(
+    admitted: &VecDeque<(Instant, u32)>,
+    in_window: u32,
+    cost: u32,
+    per_window: u32,
+    now: Instant,
+) -> Instant {
+    let mut still_in = in_window;
+    let mut ready = now;
+    for &(at, spent) in admitted {
+        if still_in + cost <= per_window {
+            break;
+        }
+        still_in -= spent;
+        ready = ready.max(at + WINDOW);
+    }
+    ready
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_burst_of_refusals_lowers_the_rate_once() {
+        let start = Instant::now();
+        let mut learned = Learned::new(25);
+        assert!(learned.refused(start, start));
+        assert_eq!(learned.per_window(), 17);
+        // Sent before the rate was lowered: the same burst.
+        assert!(!learned.refused(start, start + Duration::from_millis(5)));
+        assert_eq!(learned.per_window(), 17);
+        // Sent after: the lower rate is refused too.
+        let later = start + Duration::from_secs(1);
+        assert!(learned.refused(later, later));
+        assert_eq!(learned.per_window(), 12);
+    }
+
+    #[test]
+    fn the_rate_never_drops_below_one_nor_climbs_past_the_ceiling() {
+        let mut learned = Learned::new(3);
+        let mut now = Instant::now();
+        for _ in 0..10 {
+            now += Duration::from_secs(1);
+            learned.refused(now, now);
+        }
+        assert_eq!(learned.per_window(), 1);
+        assert!(learned.at_floor());
+        for _ in 0..1000 {
+            learned.succeeded(1);
+        }
+        assert_eq!(learned.per_window(), 3);
+    }
+
+    /// A provider whose real limit is `limit` per window, refusing what a window holds over it: the rate
+    /// learned from a ceiling three times higher settles near the limit, with refusals a small share of
+    /// calls.
+    #[test]
+    fn a_rate_learned_from_refusals_settles_near_the_real_limit() {
+        let limit = 8;
+        let mut learned = Learned::new(24);
+        let (mut sent, mut refused, mut admitted) = (0u32, 0u32, 0u32);
+        let mut now = Instant::now();
+        for _ in 0..600 {
+            let rate = learned.per_window();
+            sent += rate;
+            admitted += rate.min(limit);
+            for _ in 0..rate.min(limit) {
+                learned.succeeded(1);
+            }
+            if rate > limit {
+                refused += rate - limit;
+                learned.refused(now, now + Duration::from_millis(1));
+            }
+            now += WINDOW;
+        }
+        let share_refused = f64::from(refused) / f64::from(sent);
+        let mean_admitted = f64::from(admitted) / 600.0;
+        assert!(share_refused < 0.1, "{share_refused} of calls refused");
+        assert!(
+            mean_admitted > 0.75 * f64::from(limit),
+            "{mean_admitted} admitted per window of {limit}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_pause_holds_every_admission_until_it_ends() {
+        let rate = Rate::new(10);
+        let start = Instant::now();
+        rate.pause_until(start + Duration::from_secs(2));
+        assert_eq!(rate.ready_at(1), start + Duration::from_secs(2));
+        assert_eq!(rate.admit(1).await, start + Duration::from_secs(2));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lower_rate_admits_less_per_window() {
+        let rate = Rate::new(4);
+        let start = Instant::now();
+        rate.learn(|learned| learned.refused(start, start));
+        assert_eq!(rate.learned().per_window(), 2);
+        assert_eq!(rate.admit(2).await, start);
+        assert_eq!(rate.admit(1).await, start + WINDOW);
+    }
+}
