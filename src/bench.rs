@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 use devnode::{contracts, ChainConfig, DevNode, DevNodeConfig};
 use logslice::config::{self, Config};
 use logslice::pipeline::{self, SyncReport, Target};
+mod providers;
 mod truth;
 
 pub use truth::truth_chunks;
@@ -142,6 +143,10 @@ pub struct BenchArgs {
     /// backfill (`[sync] defer_indexes_min_blocks` above the chain's length).
     #[arg(long)]
     pub maintained_indexes: bool,
+    /// Also run the providers' phases, each key limited to this many calls a second: `exact-rate` and
+    /// `learned-rate` (configured at three times the key's limit), `1-provider` and `3-providers`.
+    #[arg(long)]
+    pub provider_rate: Option<u32>,
 }
 
 /// Why a benchmark failed.
@@ -337,6 +342,15 @@ async fn run_phases(args: &BenchArgs) -> Result<String, Error> {
             .await?,
         );
     }
+    let mut compared = String::new();
+    if let (Some(rate), None) = (args.provider_rate, &args.url) {
+        // Numbered apart from the phases above, whose numbering the closure holds.
+        let mut provider_no = 100;
+        let (provider_phases, lines) =
+            providers::phases(dir.path(), args, &node_config, rate.max(1), &mut provider_no).await?;
+        phases.extend(provider_phases);
+        compared = lines;
+    }
     // Store-only last: it generates the ground truth in memory, and what the allocator keeps of that would
     // count towards the next phase's peak.
     if let Some(truth) = &truth {
@@ -365,7 +379,7 @@ async fn run_phases(args: &BenchArgs) -> Result<String, Error> {
     if let Some(node) = node {
         node.shutdown().await;
     }
-    Ok(render(args, &phases, lower_bound, head_blocks))
+    Ok(render(args, &phases, lower_bound, head_blocks) + &compared)
 }
 
 async fn measure(
@@ -404,10 +418,28 @@ fn write_abis(dir: &Path) -> Result<(), Error> {
     Ok(())
 }
 
-/// A config indexing every simulated contract and event, with a fresh database for `phase`.
+/// The backoff of every phase's `[node]`: a bench measures the indexer, not its waits.
+const BACKOFF: &str = "initial_backoff = \"10ms\"\nmax_backoff = \"500ms\"\n";
+
+/// A config indexing every simulated contract and event against `url`, with a fresh database for `phase`.
 fn load_config(
     dir: &Path,
     url: &str,
+    args: &BenchArgs,
+    phase: &str,
+    phase_no: usize,
+) -> Result<Config, Error> {
+    let node = format!(
+        "[node]\nurl = \"{url}\"\nrequests_per_second = 100000\nmax_concurrency = {}\n{BACKOFF}",
+        args.max_concurrency
+    );
+    load_config_with(dir, &node, args, phase, phase_no)
+}
+
+/// [`load_config`] with `node` as the `[node]` section (and its providers).
+fn load_config_with(
+    dir: &Path,
+    node: &str,
     args: &BenchArgs,
     phase: &str,
     phase_no: usize,
@@ -424,13 +456,12 @@ fn load_config(
         ),
     };
     let text = format!(
-        "[node]\nurl = \"{url}\"\nrequests_per_second = 100000\nmax_concurrency = {}\ninitial_backoff = \"10ms\"\nmax_backoff = \"500ms\"\n\n\
+        "{node}\n\
          [database]\n{database}\n\n[sync]\n\n\
          [[contracts]]\nname = \"token_a\"\naddress = \"{:#x}\"\nabi = \"abis/erc20.json\"\n\n\
          [[contracts]]\nname = \"token_b\"\naddress = \"{:#x}\"\nabi = \"abis/erc20.json\"\n\n\
          [[contracts]]\nname = \"pair\"\naddress = \"{:#x}\"\nabi = \"abis/uniswap_v2_pair.json\"\n\n\
          [[contracts]]\nname = \"misc\"\naddress = \"{:#x}\"\nabi = \"abis/misc.json\"\n",
-        args.max_concurrency,
         contracts::TOKEN_A,
         contracts::TOKEN_B,
         contracts::PAIR,

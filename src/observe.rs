@@ -38,9 +38,14 @@ pub const CHECKPOINT_BLOCK: &str = "logslice_checkpoint_block";
 pub const TARGET_BLOCK: &str = "logslice_target_block";
 /// Gauge: blocks between the checkpoint and the target (the head, when following).
 pub const HEAD_LAG_BLOCKS: &str = "logslice_head_lag_blocks";
-/// Counter with labels `method` and `outcome` (`ok`, `split`, `transient`, `unreachable`, `rejected`,
-/// `unknown_block`, `fatal`): JSON-RPC requests sent.
+/// Counter with labels `provider`, `method` and `outcome` (`ok`, `split`, `transient`, `unreachable`,
+/// `rejected`, `unknown_block`, `fatal`): JSON-RPC requests sent.
 pub const REQUESTS: &str = "logslice_requests_total";
+/// Gauge with label `provider`: the rate in use (learned below the configured ceiling), in calls or
+/// credits per second.
+pub const PROVIDER_RATE: &str = "logslice_provider_rate";
+/// Gauge with label `provider`: 1 while it takes requests, 0 while its breaker sets it aside.
+pub const PROVIDER_UP: &str = "logslice_provider_up";
 /// Counter: answers that split a range (`-32005` too many results or timeout, a stated block limit).
 pub const SPLITS: &str = "logslice_splits_total";
 /// Counter: requests retried after a transient failure.
@@ -93,6 +98,16 @@ pub fn record_request(provider: &str, method: &'static str, failure: Option<&Cla
 pub fn record_topic_only(foreign_logs: u64) {
     metrics::counter!(TOPIC_ONLY_REQUESTS).increment(1);
     metrics::counter!(FOREIGN_LOGS).increment(foreign_logs);
+}
+
+/// Records how each provider stands (rate in use, up or set aside).
+pub fn record_providers(providers: &[crate::node::ProviderSnapshot]) {
+    for provider in providers {
+        let name = provider.name.clone();
+        metrics::gauge!(PROVIDER_RATE, "provider" => name.clone()).set(f64::from(provider.rate));
+        let up = if provider.state == "up" { 1.0 } else { 0.0 };
+        metrics::gauge!(PROVIDER_UP, "provider" => name).set(up);
+    }
 }
 
 /// Records the repeats of logs one answer delivered twice, dropped.
@@ -179,6 +194,14 @@ fn describe() {
     describe_counter!(
         REQUESTS,
         "JSON-RPC requests by provider, method and outcome"
+    );
+    describe_gauge!(
+        PROVIDER_RATE,
+        "The rate in use per provider (learned below its ceiling), calls or credits per second"
+    );
+    describe_gauge!(
+        PROVIDER_UP,
+        "1 while a provider takes requests, 0 while set aside"
     );
     for (name, help) in [
         (

@@ -96,6 +96,18 @@ impl Breaker {
         self.cooldown = FIRST_COOLDOWN;
     }
 
+    /// Sets the provider aside at `now` whatever came before (a rejected key); returns whether it was up.
+    pub(super) fn set_aside(&mut self, now: Instant) -> bool {
+        let was_up = self.state == State::Up;
+        self.failures_in_a_row = self.failures_in_a_row.max(TRIP_AFTER);
+        if !matches!(self.state, State::Down { .. }) {
+            self.state = State::Down {
+                until: now + self.cooldown,
+            };
+        }
+        was_up
+    }
+
     /// A failure saying the provider is unwell, at `now`. Returns whether it set the provider aside.
     pub(super) fn failed(&mut self, now: Instant) -> bool {
         self.failures_in_a_row += 1;

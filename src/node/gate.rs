@@ -365,6 +365,9 @@ impl Gate {
             }
             Class::Rejected if self.providers.len() > 1 => {
                 tracing::warn!(provider = %provider.name, method, cause = %err, "the provider rejected its API key; asking the others");
+                if provider.breaker().set_aside(Instant::now()) {
+                    provider.stats.set_aside.fetch_add(1, Relaxed);
+                }
                 attempt.reject(index);
                 attempt.last = Some((index, err));
                 return if attempt.all_rejected() {
@@ -408,8 +411,8 @@ impl Gate {
         self.sleep_until(Instant::now() + delay).await
     }
 
-    /// A refusal for the rate at `provider`: lower its rate, honour `after`. Returns whether the rate was
-    /// lowered (the refusal is then of the old rate).
+    /// A refusal for the rate at `provider`: lower its rate, honour `after`. Returns whether the refusal is
+    /// explained by a rate above what the provider takes (then retrying costs no attempt).
     fn rate_refused(
         &self,
         provider: &Provider,
@@ -423,14 +426,13 @@ impl Gate {
         if let Some(after) = after {
             provider.rate.pause_until(now + after);
         }
-        let lowered = provider
-            .rate
-            .learn(|learned| !learned.at_floor() && learned.refused(sent, now));
-        if lowered {
-            let learned = provider.rate.learned();
+        let before = provider.rate.learned().per_window();
+        let explained = provider.rate.learn(|learned| learned.refused(sent, now));
+        let learned = provider.rate.learned();
+        if learned.per_window() < before {
             tracing::info!(provider = %provider.name, cause = %err, rate = learned.per_window(), ceiling = learned.ceiling(), "the provider refused for its rate: lowering it");
         }
-        lowered
+        explained
     }
 
     /// A failure saying `provider` is unwell: its breaker counts it (with several providers).

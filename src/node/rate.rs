@@ -75,9 +75,13 @@ impl Learned {
 
     /// The provider refused a request sent at `sent` for its rate: lower the rate, once per burst (every
     /// request in flight when the limit was crossed is refused together, and each says the same). Returns
-    /// whether the rate was lowered.
+    /// whether the refusal is explained by a rate above what the provider takes (lowered now, or already
+    /// lowered since the request was sent); `false` at the floor, where lowering cannot help.
     pub(super) fn refused(&mut self, sent: Instant, now: Instant) -> bool {
         if self.lowered_at.is_some_and(|at| sent <= at) {
+            return true;
+        }
+        if self.at_floor() {
             return false;
         }
         self.refused_at = Some(self.current);
@@ -259,8 +263,8 @@ mod tests {
         let mut learned = Learned::new(25);
         assert!(learned.refused(start, start));
         assert_eq!(learned.per_window(), 17);
-        // Sent before the rate was lowered: the same burst.
-        assert!(!learned.refused(start, start + Duration::from_millis(5)));
+        // Sent before the rate was lowered: the same burst, explained, not lowered again.
+        assert!(learned.refused(start, start + Duration::from_millis(5)));
         assert_eq!(learned.per_window(), 17);
         // Sent after: the lower rate is refused too.
         let later = start + Duration::from_secs(1);

@@ -137,6 +137,8 @@ pub struct SyncReport {
     pub header_calls: u64,
     /// Error answers.
     pub errors: u64,
+    /// Of them, refusals for the rate (429, rate-limit errors).
+    pub rate_limited: u64,
     /// Retries.
     pub retries: u64,
     /// Split answers.
@@ -153,6 +155,8 @@ pub struct SyncReport {
     pub children_filled: u64,
     /// Wall time.
     pub elapsed: Duration,
+    /// Each provider as it stood at the end.
+    pub providers: Vec<crate::node::ProviderSnapshot>,
 }
 
 impl SyncReport {
@@ -232,12 +236,14 @@ impl Ctx<'_> {
     /// Records how each provider stands (`meta.providers`) for `status` in another process; a failure to
     /// record it is logged, never the job's.
     async fn report_providers(&self) {
+        let providers = self.node.providers();
+        crate::observe::record_providers(&providers);
         let report = serde_json::json!({
             "at": std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_secs()),
             "pid": std::process::id(),
-            "providers": self.node.providers(),
+            "providers": providers,
         });
         if let Err(err) = self
             .sink

@@ -274,6 +274,8 @@ impl Node {
         report.log_requests = stats.log_requests.load(Relaxed);
         report.header_calls = stats.header_calls.load(Relaxed);
         report.errors = stats.errors.load(Relaxed);
+        report.rate_limited = stats.rate_limited.load(Relaxed);
+        report.providers = self.providers();
         report.retries = stats.retries.load(Relaxed);
         report.splits = stats.splits.load(Relaxed);
         report.topic_only = stats.topic_only.load(Relaxed);

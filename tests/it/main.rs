@@ -17,6 +17,7 @@ mod parts;
 mod pg;
 mod planning;
 mod postgres_sink;
+mod providers;
 mod rate;
 mod receipts;
 mod repeated;

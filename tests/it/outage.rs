@@ -21,7 +21,7 @@ const PATIENCE: Duration = Duration::from_secs(120);
 const RATE: u64 = 200;
 
 /// `run` in a task of this process, with the clock `/health` reads.
-struct Daemon {
+pub(crate) struct Daemon {
     task: JoinHandle<Result<pipeline::SyncReport, pipeline::Error>>,
     cancel: CancellationToken,
     progress: watch::Receiver<Option<u64>>,
@@ -29,7 +29,7 @@ struct Daemon {
 }
 
 impl Daemon {
-    fn start(config_path: &std::path::Path) -> Self {
+    pub(crate) fn start(config_path: &std::path::Path) -> Self {
         let config = logslice::config::load(config_path).expect("config");
         let cancel = CancellationToken::new();
         let (sender, progress) = watch::channel(None);
@@ -47,7 +47,7 @@ impl Daemon {
         }
     }
 
-    async fn reaches(&mut self, head: u64) {
+    pub(crate) async fn reaches(&mut self, head: u64) {
         let reached = matches!(
             tokio::time::timeout(
                 PATIENCE,
@@ -87,7 +87,7 @@ impl Daemon {
         }
     }
 
-    async fn stop(self) {
+    pub(crate) async fn stop(self) {
         self.cancel.cancel();
         let stopped = self.task.await.expect("the daemon task does not panic");
         assert!(

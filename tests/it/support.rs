@@ -83,7 +83,7 @@ pub fn all_contracts() -> Vec<Contract> {
     ]
 }
 
-fn abi_path(file: &str) -> PathBuf {
+pub fn abi_path(file: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("abis")
         .join(file)
@@ -132,7 +132,8 @@ impl Workdir {
         self.dir.path().join("logslice.db")
     }
 
-    fn database_toml(&self) -> String {
+    /// The `[database]` keys of this test's database.
+    pub fn database_toml(&self) -> String {
         match &self.schema {
             None => format!("url = \"sqlite://{}\"", self.db().display()),
             Some(schema) => format!(
