@@ -58,7 +58,11 @@ pub fn measure_in_process(cfg: &DevNodeConfig, step: u64) -> ServeRate {
     let started = Instant::now();
     let (mut n_bytes, mut n_requests) = (0u64, 0u64);
     for (seq, (from, to)) in ranges(cfg.chain.blocks, step).enumerate() {
-        let answer = service.handle_body(&get_logs_body(from, to), seq as u64, 0);
+        let lag = super::view::Lag {
+            behind: cfg.faults.lag_blocks,
+            backend: 0,
+        };
+        let answer = service.handle_body(&get_logs_body(from, to), seq as u64, lag);
         n_bytes += answer.len() as u64;
         n_requests += 1;
     }

@@ -175,9 +175,23 @@ pub struct DevnodeArgs {
     /// block and log index with other data.
     #[arg(long, default_value_t = 0.0, value_parser = probability)]
     pub fault_conflicting_log: f64,
-    /// Requests per second above which requests get HTTP 429.
+    /// Calls per second (each batch item counted) above which requests get HTTP 429; a batch over what is
+    /// left of the second is refused whole.
     #[arg(long)]
     pub max_rps: Option<u32>,
+    /// Credits per second (see --method-credits; a batch costs the sum of its calls) above which requests
+    /// get HTTP 429.
+    #[arg(long)]
+    pub max_cps: Option<u32>,
+    /// What each method costs against --max-cps, METHOD:CREDITS,...,default:N (replaces the whole default
+    /// table: eth_getLogs 75, eth_getBlockByNumber 16, eth_getBlockReceipts 500, eth_getTransactionReceipt
+    /// 15, eth_blockNumber 10, eth_chainId 0, default 26).
+    #[arg(long, value_name = "METHOD:N,...", value_parser = super::MethodCredits::parse)]
+    pub method_credits: Option<super::MethodCredits>,
+    /// Serve as a node this many blocks behind the head (head, latest, finalized and safe lower; blocks
+    /// above it null; eth_getLogs cut at it).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub lag_blocks: u64,
 }
 
 impl DevnodeArgs {
@@ -261,6 +275,11 @@ impl DevnodeArgs {
         cfg.faults.repeated_logs = self.fault_repeated_logs;
         cfg.faults.conflicting_log = self.fault_conflicting_log;
         cfg.faults.max_rps = self.max_rps.filter(|rps| *rps > 0);
+        cfg.faults.max_cps = self.max_cps.filter(|cps| *cps > 0);
+        if let Some(method_credits) = &self.method_credits {
+            cfg.faults.method_credits = method_credits.clone();
+        }
+        cfg.faults.lag_blocks = self.lag_blocks;
         Ok(cfg)
     }
 }
@@ -336,6 +355,12 @@ mod tests {
             "1",
             "--high-log-indexes",
             "40",
+            "--max-cps",
+            "330",
+            "--method-credits",
+            "eth_getLogs:75,default:20",
+            "--lag-blocks",
+            "3",
         ])
         .expect("valid flags");
         let cfg = parsed.args.to_config().expect("valid config");
@@ -345,6 +370,10 @@ mod tests {
         assert_eq!(cfg.faults.http_429, 0.5);
         assert_eq!(cfg.faults.latency, Duration::from_millis(10));
         assert_eq!(cfg.faults.max_rps, Some(5));
+        assert_eq!(cfg.faults.max_cps, Some(330));
+        assert_eq!(cfg.faults.method_credits.of(Some("eth_getLogs")), 75);
+        assert_eq!(cfg.faults.method_credits.of(Some("eth_chainId")), 20);
+        assert_eq!(cfg.faults.lag_blocks, 3);
         assert!(cfg.chain.anon_contract);
         assert_eq!(
             cfg.chain.factory,
@@ -363,6 +392,7 @@ mod tests {
         );
         assert!(Wrapper::try_parse_from(["devnode", "--fault-5xx", "1.5"]).is_err());
         assert!(Wrapper::try_parse_from(["devnode", "--finality", "maybe"]).is_err());
+        assert!(Wrapper::try_parse_from(["devnode", "--method-credits", "eth_getLogs"]).is_err());
     }
 
     #[test]
@@ -373,5 +403,6 @@ mod tests {
         assert_eq!(cfg.chain.factory, None);
         assert!(!cfg.chain.anon_contract && !cfg.chain.log_timestamps);
         assert_eq!(cfg.chain.finality, super::super::Finality::Block);
+        assert_eq!(cfg.faults, super::super::FaultConfig::default());
     }
 }

@@ -6,6 +6,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use super::credits::MethodCredits;
 use super::log_indexes::{parse_base, DEFAULT_LOG_INDEX_BASE};
 use super::overcap::{OvercapConfig, OVERCAP_OPTION_NAMES};
 use super::shapes::{ShapeConfig, SHAPE_OPTION_NAMES};
@@ -284,8 +285,16 @@ pub struct FaultConfig {
     /// Per `eth_getLogs` call: the answer's first log is followed by another log at the same block and log
     /// index with other data (a conflicting duplicate). Decided before `repeated_logs`.
     pub conflicting_log: f64,
-    /// Requests per second above which requests get HTTP 429; `None` = unlimited.
+    /// Calls per second (each item of a batch is a call) above which requests get HTTP 429, a batch over
+    /// what is left of the second refused whole; `None` = unlimited.
     pub max_rps: Option<u32>,
+    /// Credits per second ([`Self::method_credits`], a batch costing the sum of its calls) above which
+    /// requests get HTTP 429; `None` = unlimited.
+    pub max_cps: Option<u32>,
+    /// What each method costs against `max_cps`.
+    pub method_credits: MethodCredits,
+    /// Every request is served as by a node this many blocks behind the true head (finality too).
+    pub lag_blocks: u64,
 }
 
 impl Default for FaultConfig {
@@ -305,6 +314,9 @@ impl Default for FaultConfig {
             repeated_logs: 0.0,
             conflicting_log: 0.0,
             max_rps: None,
+            max_cps: None,
+            method_credits: MethodCredits::default(),
+            lag_blocks: 0,
         }
     }
 }
@@ -383,6 +395,9 @@ pub const OPTION_NAMES: &[&str] = &[
     "fault_repeated_logs",
     "fault_conflicting_log",
     "max_rps",
+    "max_cps",
+    "method_credits",
+    "lag_blocks",
 ];
 
 fn parse_num<T: std::str::FromStr>(value: &str) -> Result<T, String> {
@@ -550,6 +565,9 @@ impl DevNodeConfig {
                 parse_probability(value).map(|v| self.faults.conflicting_log = v)
             }
             "max_rps" => parse_optional(value).map(|v| self.faults.max_rps = v),
+            "max_cps" => parse_optional(value).map(|v| self.faults.max_cps = v),
+            "method_credits" => MethodCredits::parse(value).map(|v| self.faults.method_credits = v),
+            "lag_blocks" => parse_num(value).map(|v| self.faults.lag_blocks = v),
             _ => {
                 let nearest = OPTION_NAMES
                     .iter()

@@ -2,13 +2,10 @@
 //! `eth_getLogs` answer repeats its logs.
 //!
 //! Each decision is a pure function of `(seed, request counter, call index)`, so the same sequence of requests
-//! meets the same faults on every run. The request-rate limit is the one fault driven by the clock, because it
-//! models exactly that. This module decides; the server and the dispatcher act.
+//! meets the same faults on every run. The rate limits, the one kind of fault driven by the clock because they
+//! model exactly that, are `credits`'s. This module decides; the server and the dispatcher act.
 
-use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
-
-use tokio::time::Instant;
 
 use super::chain::Log;
 use super::config::FaultConfig;
@@ -132,37 +129,6 @@ pub(crate) fn conflicting(log: &mut Log) {
     log.data.extend([0xc0; 32]);
 }
 
-/// A fixed one-second window request counter: at most `max_per_second` requests per window.
-#[derive(Debug)]
-pub(crate) struct RpsLimiter {
-    max_per_second: u32,
-    window: Mutex<(Instant, u32)>,
-}
-
-impl RpsLimiter {
-    pub(crate) fn new(max_per_second: u32) -> Self {
-        Self {
-            max_per_second,
-            window: Mutex::new((Instant::now(), 0)),
-        }
-    }
-
-    /// Counts a request; `false` when it is over the limit.
-    pub(crate) fn admit(&self) -> bool {
-        self.admit_at(Instant::now())
-    }
-
-    /// [`RpsLimiter::admit`] at a given time (monotonic: `now` never goes back).
-    fn admit_at(&self, now: Instant) -> bool {
-        let mut window = self.window.lock().unwrap_or_else(PoisonError::into_inner);
-        if now.duration_since(window.0) >= Duration::from_secs(1) {
-            *window = (now, 0);
-        }
-        window.1 += 1;
-        window.1 <= self.max_per_second
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -210,19 +176,5 @@ mod tests {
         let mut empty = b"[".to_vec();
         assert_eq!(repeat_list(&mut empty, 1, 0), 0);
         assert_eq!(empty, b"[");
-    }
-
-    #[test]
-    fn the_rate_limiter_admits_max_per_second_then_refuses_until_the_next_second() {
-        let limiter = RpsLimiter::new(3);
-        let start = limiter
-            .window
-            .lock()
-            .map(|w| w.0)
-            .unwrap_or_else(|e| e.into_inner().0);
-        let admitted: Vec<bool> = (0..5).map(|_| limiter.admit_at(start)).collect();
-        assert_eq!(admitted, [true, true, true, false, false]);
-        assert!(!limiter.admit_at(start + Duration::from_millis(999)));
-        assert!(limiter.admit_at(start + Duration::from_secs(1)));
     }
 }

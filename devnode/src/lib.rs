@@ -8,17 +8,20 @@
 //!
 //! Layout: `chain` derives blocks and logs from `(seed, number, fork generation)`; `gen` draws event values and
 //! ABI-encodes them for the contracts of `contracts` (ABIs in `abis/`); `factory` plans the opt-in factory's
-//! pairs and their logs; `filter` matches logs; `rpc` dispatches JSON-RPC and applies the limits; `faults`
-//! decides injected faults; `server` is the axum front; `stats` counts; `cli` is `logslice devnode`; `bench`
-//! measures the serve rate. `txs` draws the transactions and receipts of a block, `rpc_tx` serves them,
-//! `truth_tx` exposes them to tests, `overcap` plans the opt-in blocks where one contract alone is over
-//! the result cap, and `log_indexes` numbers the opt-in block whose log indexes start near 2^32.
+//! pairs and their logs; `filter` matches logs; `rpc` dispatches JSON-RPC and applies the limits; `view` is
+//! the heights a lagging node sees; `faults` decides injected faults; `credits` meters calls and credits per
+//! second; `server` is the axum front; `provider` adds endpoints over the same chain; `stats` counts; `cli`
+//! is `logslice devnode`; `bench` measures the serve rate. `txs` draws the transactions and receipts of a
+//! block, `rpc_tx` serves them, `truth_tx` exposes them to tests, `overcap` plans the opt-in blocks where one
+//! contract alone is over the result cap, and `log_indexes` numbers the opt-in block whose log indexes start
+//! near 2^32.
 
 pub mod bench;
 mod chain;
 pub mod cli;
 mod config;
 pub mod contracts;
+mod credits;
 mod factory;
 mod faults;
 mod filter;
@@ -28,6 +31,7 @@ mod log_indexes;
 mod overcap;
 mod params;
 mod presets;
+mod provider;
 mod rng;
 mod rpc;
 mod rpc_tx;
@@ -36,9 +40,10 @@ mod shapes;
 mod stats;
 mod truth_tx;
 mod txs;
+mod view;
 
 use std::net::SocketAddr;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -52,10 +57,12 @@ pub use config::{
     DEFAULT_BLOCKS, DEFAULT_CHAIN_ID, DEFAULT_FACTORY_CHILDREN, DEFAULT_FINALIZED_DEPTH,
     DEFAULT_MAX_PARAMS, DEFAULT_MAX_RESULTS, OPTION_NAMES,
 };
+pub use credits::{MethodCredits, DEFAULT_METHOD_CREDITS};
 pub use gen::NOTE_TOPICS;
 pub use log_indexes::DEFAULT_LOG_INDEX_BASE;
 pub use overcap::{OvercapConfig, DEFAULT_OVERCAP_LOGS, OVERCAP_OPTION_NAMES};
 pub use presets::PRESET_NAMES;
+pub use provider::{Provider, ProviderOptions};
 pub use server::Down;
 pub use shapes::{Burst, ShapeConfig, SHAPE_OPTION_NAMES};
 pub use stats::{MethodStats, StatsSnapshot};
@@ -97,6 +104,8 @@ pub struct DevNode {
     shared: Arc<Shared>,
     server: Option<JoinHandle<()>>,
     producer: Option<JoinHandle<()>>,
+    /// Providers added so far ([`DevNode::add_provider`]): the next one's index, from 1.
+    n_providers: AtomicU64,
 }
 
 impl std::fmt::Debug for DevNode {
@@ -120,30 +129,15 @@ impl DevNode {
         let shutdown = CancellationToken::new();
         let key = cfg.key.clone();
         let block_time = cfg.chain.block_time;
-        let shared = Arc::new(Shared {
-            rps: cfg.faults.max_rps.map(faults::RpsLimiter::new),
-            service: Service {
-                cfg,
-                chain,
-                stats: Arc::default(),
-                receipts_reorged: Default::default(),
-                reorg_after_header: Default::default(),
-            },
-            seq: AtomicU64::new(0),
-            shutdown: shutdown.clone(),
-            down: tokio::sync::watch::Sender::new(Down::Up),
-        });
-        let app = server::router(shared.clone());
-        let server = tokio::spawn({
-            let shutdown = shutdown.clone();
-            async move {
-                let serving =
-                    axum::serve(listener, app).with_graceful_shutdown(shutdown.cancelled_owned());
-                if let Err(err) = serving.await {
-                    tracing::error!(cause = %err, "devnode server failed");
-                }
-            }
-        });
+        let service = Service {
+            cfg,
+            chain,
+            stats: Arc::default(),
+            receipts_reorged: Arc::default(),
+            reorg_after_header: Arc::default(),
+        };
+        let shared = Arc::new(Shared::new(service, shutdown.clone()));
+        let server = server::spawn(listener, shared.clone());
         let producer = block_time.map(|every| {
             let chain = shared.service.chain.clone();
             let shutdown = shutdown.clone();
@@ -167,6 +161,7 @@ impl DevNode {
             shared,
             server: Some(server),
             producer,
+            n_providers: AtomicU64::new(1),
         })
     }
 
@@ -210,9 +205,16 @@ impl DevNode {
         self.shared.service.reorg_after_header.arm(number, depth);
     }
 
-    /// The counters of what was served so far.
+    /// The counters of what was served so far (by this endpoint: each [`Provider`] counts its own).
     pub fn stats(&self) -> StatsSnapshot {
         self.shared.service.stats.snapshot()
+    }
+
+    /// Serves every request from the next one on as a node `blocks` behind the true head would (its head,
+    /// `latest`, `finalized` and `safe` that much lower; blocks above its head unknown, logs cut at its
+    /// head), as the `lag_blocks` option does from the start. 0 serves the head again.
+    pub fn set_lag(&self, blocks: u64) {
+        self.shared.lag_blocks.store(blocks, Ordering::Relaxed);
     }
 
     /// The configuration it runs with (with `addr` as requested, see [`DevNode::addr`] for the bound one).
@@ -221,7 +223,7 @@ impl DevNode {
     }
 
     /// Stops serving: no new connections, open WebSockets closed, in-flight HTTP requests finished (within a
-    /// grace period).
+    /// grace period). Its providers stop too, without being waited for ([`Provider::shutdown`] waits).
     pub async fn shutdown(mut self) {
         self.shared.shutdown.cancel();
         if let Some(producer) = self.producer.take() {

@@ -1,10 +1,10 @@
 //! JSON-RPC 2.0 dispatch: envelope validation, batches, the methods, `eth_getLogs` limits and error wordings.
 //!
 //! Pure with respect to I/O: a request body goes in, a response body comes out, given a request counter (for
-//! fault decisions) and a lag (for a lagging backend). Error codes follow geth and the spec: -32700 parse error,
-//! -32600 invalid request, -32601 unknown method, -32602 bad params, -32005 for the spec's result and duration
-//! limits, -32000 for "unknown block", a reversed range and (under [`Finality`] `null`/`error`) a finality tag
-//! the node has no block for, -32603 internal error.
+//! fault decisions) and a [`Lag`] (a node behind the head, a lagging backend). Error codes follow geth and
+//! the spec: -32700 parse error, -32600 invalid request, -32601 unknown method, -32602 bad params, -32005 for
+//! the spec's result and duration limits, -32000 for "unknown block", a reversed range and (under
+//! [`Finality`] `null`/`error`) a finality tag the node has no block for, -32603 internal error.
 
 use std::sync::{Arc, PoisonError};
 use std::time::Duration;
@@ -17,6 +17,7 @@ use super::faults::{self, CallFault, CallFaults, Repeat};
 use super::json::{self, BlockKind, TxDetail};
 use super::params::{self, BlockTag, LogRange};
 use super::stats::Stats;
+use super::view::{Lag, View};
 
 /// A JSON-RPC error object.
 #[derive(Debug, Clone, PartialEq)]
@@ -74,26 +75,19 @@ fn no_tagged_header(tag: BlockTag) -> RpcError {
     RpcError::new(-32000, format!("{name} header not found"))
 }
 
-/// The heights one request sees: a lagging backend sees an older head.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct View {
-    pub(crate) head: u64,
-    pub(crate) finalized: u64,
-    safe: u64,
-}
-
-/// The request-independent part of serving: chain, limits, counters.
+/// The request-independent part of serving: chain, limits, counters. One per endpoint (the node and each
+/// provider); the chain and its scripted reorgs are shared by them all.
 #[derive(Debug)]
 pub(crate) struct Service {
     pub(crate) cfg: DevNodeConfig,
     pub(crate) chain: Arc<Chain>,
     pub(crate) stats: Arc<Stats>,
     /// Whether the `overcap_reorg` fault fired.
-    pub(crate) receipts_reorged: std::sync::atomic::AtomicBool,
+    pub(crate) receipts_reorged: Arc<std::sync::atomic::AtomicBool>,
     /// [`super::DevNode::reorg_after_header`]: once a request has read this block's header by number, the
     /// chain reorganises this deep, right after the answer (so the reader's next request, its logs, finds
     /// the hash it read gone).
-    pub(crate) reorg_after_header: ReorgAfterHeader,
+    pub(crate) reorg_after_header: Arc<ReorgAfterHeader>,
 }
 
 /// An armed reorg: the block whose header triggers it, its depth, and whether a request just read it.
@@ -139,22 +133,8 @@ enum LogsOutcome {
 }
 
 impl Service {
-    fn view(&self, state: &ChainState, lag: u64) -> View {
-        let real_head = state.head;
-        let head = real_head.saturating_sub(lag);
-        View {
-            head,
-            finalized: real_head
-                .saturating_sub(self.cfg.chain.finalized_depth)
-                .min(head),
-            safe: real_head
-                .saturating_sub(self.cfg.chain.safe_depth)
-                .min(head),
-        }
-    }
-
     /// Answers a whole HTTP body or WebSocket message: one response object, or an array for a batch.
-    pub(crate) fn handle_body(&self, body: &[u8], seq: u64, lag: u64) -> Vec<u8> {
+    pub(crate) fn handle_body(&self, body: &[u8], seq: u64, lag: Lag) -> Vec<u8> {
         let mut out = Vec::with_capacity(256);
         let request: Value = match serde_json::from_slice(body) {
             Ok(request) => request,
@@ -225,7 +205,7 @@ impl Service {
         out
     }
 
-    fn handle_call(&self, out: &mut Vec<u8>, call: &Value, seq: u64, call_idx: u64, lag: u64) {
+    fn handle_call(&self, out: &mut Vec<u8>, call: &Value, seq: u64, call_idx: u64, lag: Lag) {
         let id = call.get("id").cloned().unwrap_or(Value::Null);
         let envelope_ok = call.get("jsonrpc").and_then(Value::as_str) == Some("2.0")
             && matches!(id, Value::Null | Value::Number(_) | Value::String(_));
@@ -304,11 +284,11 @@ impl Service {
         out: &mut Vec<u8>,
         method: &str,
         params: &[Value],
-        lag: u64,
+        lag: Lag,
         call: CallFaults,
     ) -> Result<u64, RpcError> {
         let state = self.chain.read();
-        let view = self.view(&state, lag);
+        let view = View::new(state.head, &self.cfg.chain, lag);
         match method {
             "eth_chainId" => {
                 arity(params, 0, 0)?;

@@ -12,7 +12,8 @@ use super::chain::{BlockPlan, ChainState, Header};
 use super::config::Finality;
 use super::json;
 use super::params::{self, BlockTag};
-use super::rpc::{arity, RpcError, Service, View};
+use super::rpc::{arity, RpcError, Service};
+use super::view::View;
 
 /// geth's wording for a method it does not serve.
 fn not_available(method: &str) -> RpcError {

@@ -6,7 +6,8 @@
 //! 405, both with a JSON-RPC error body. Work per request is bounded by the modelled query budget (a range is
 //! refused before scanning when its block count alone exceeds it), so it runs inline on the runtime.
 //! While [`DevNode::set_down`] says so, requests get no answer at all: their connection is dropped, or left
-//! hanging.
+//! hanging. The node and each of its providers ([`super::Provider`]) are served by this front, each with a
+//! [`Shared`] of its own over the one chain.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -22,27 +23,81 @@ use axum::{Json, Router};
 use serde::de::IgnoredAny;
 use serde_json::Value;
 use tokio::sync::watch;
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::faults::{self, RpsLimiter};
+use super::credits::Meter;
+use super::faults;
 use super::rpc::{rate_limit_error, write_error, RpcError, Service};
 use super::stats::Calls;
+use super::view::Lag;
 use super::DevNode;
 
 /// Largest request body accepted (a 5,000-address filter is about 250 KB).
 const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
 
-/// State shared by every connection.
+/// State shared by every connection of one endpoint (the node, or one provider).
 #[derive(Debug)]
 pub(crate) struct Shared {
     pub(crate) service: Service,
     /// Counts HTTP requests and WebSocket messages; the fault decisions are keyed on it.
     pub(crate) seq: AtomicU64,
-    pub(crate) rps: Option<RpsLimiter>,
-    /// Fired by `DevNode::shutdown`: the server stops accepting and open WebSockets close.
+    /// `max_rps` and `max_cps`, when either is set.
+    pub(crate) meter: Option<Meter>,
+    /// Fired by `shutdown`: the server stops accepting and open WebSockets close.
     pub(crate) shutdown: CancellationToken,
     /// Whether requests are answered ([`DevNode::set_down`]).
     pub(crate) down: watch::Sender<Down>,
+    /// How many blocks behind the true head every request is served (`lag_blocks`, `set_lag`).
+    pub(crate) lag_blocks: AtomicU64,
+}
+
+impl Shared {
+    /// An endpoint serving `service`, up, with its faults' limits and lag.
+    pub(crate) fn new(service: Service, shutdown: CancellationToken) -> Self {
+        Self {
+            meter: Meter::of(&service.cfg.faults),
+            lag_blocks: AtomicU64::new(service.cfg.faults.lag_blocks),
+            service,
+            seq: AtomicU64::new(0),
+            shutdown,
+            down: watch::Sender::new(Down::Up),
+        }
+    }
+
+    /// The lag of a request whose backend lags `backend` blocks (the `fault_lag` fault).
+    fn lag(&self, backend: u64) -> Lag {
+        Lag {
+            behind: self.lag_blocks.load(Ordering::Relaxed),
+            backend,
+        }
+    }
+
+    /// Whether the request `body` fits `max_rps` and `max_cps` now; counts a refusal.
+    fn admitted(&self, body: &[u8]) -> bool {
+        let Some(meter) = &self.meter else {
+            return true;
+        };
+        match meter.admit(body) {
+            Ok(()) => true,
+            Err(over) => {
+                self.service.stats.over_limit(over);
+                false
+            }
+        }
+    }
+}
+
+/// Serves `shared`'s routes on `listener` until its shutdown token fires (open HTTP requests finish first).
+pub(crate) fn spawn(listener: tokio::net::TcpListener, shared: Arc<Shared>) -> JoinHandle<()> {
+    let shutdown = shared.shutdown.clone();
+    let app = router(shared);
+    tokio::spawn(async move {
+        let serving = axum::serve(listener, app).with_graceful_shutdown(shutdown.cancelled_owned());
+        if let Err(err) = serving.await {
+            tracing::error!(cause = %err, "devnode server failed");
+        }
+    })
 }
 
 /// Whether the devnode answers, for tests of a node that goes away or fails ([`DevNode::set_down`]).
@@ -253,7 +308,7 @@ async fn http_rpc(
     }
     stats.arrived(calls(&body));
     let seq = shared.seq.fetch_add(1, Ordering::Relaxed);
-    if shared.rps.as_ref().is_some_and(|rps| !rps.admit()) {
+    if !shared.admitted(&body) {
         return too_many_requests(&shared, &body);
     }
     let cfg = &shared.service.cfg;
@@ -266,7 +321,9 @@ async fn http_rpc(
         Some(status) => return plain_status(&shared, status),
         None => {}
     }
-    let answer = shared.service.handle_body(&body, seq, decided.lag);
+    let answer = shared
+        .service
+        .handle_body(&body, seq, shared.lag(decided.lag));
     stats.status(200);
     if decided.drop {
         stats.dropped();
@@ -368,7 +425,7 @@ async fn ws_answer(shared: &Shared, body: &[u8]) -> Option<Vec<u8>> {
     service.stats.arrived(calls(body));
     let seq = shared.seq.fetch_add(1, Ordering::Relaxed);
     let cfg = &service.cfg;
-    if shared.rps.as_ref().is_some_and(|rps| !rps.admit()) {
+    if !shared.admitted(body) {
         service.stats.rate_limited();
         return Some(service.error_for_body(body, &rate_limit_error(cfg.faults.retry_after_secs)));
     }
@@ -392,5 +449,5 @@ async fn ws_answer(shared: &Shared, body: &[u8]) -> Option<Vec<u8>> {
         service.stats.dropped();
         return None;
     }
-    Some(service.handle_body(body, seq, decided.lag))
+    Some(service.handle_body(body, seq, shared.lag(decided.lag)))
 }

@@ -13,6 +13,8 @@ use serde::Serialize;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use super::credits::OverLimit;
+
 /// The window of [`StatsSnapshot::max_calls_per_second`].
 const SECOND: Duration = Duration::from_secs(1);
 
@@ -50,8 +52,13 @@ pub struct StatsSnapshot {
     pub ws_messages: u64,
     /// HTTP responses by status (200, 401, 404, 405, 415, 429, 500, 502, 503).
     pub http_status: BTreeMap<u16, u64>,
-    /// Requests answered with a 429 or a WebSocket rate-limit error because of `max_rps` or the 429 fault.
+    /// Requests answered with a 429 or a WebSocket rate-limit error because of `max_rps`, `max_cps`, the 429
+    /// fault or `Down::Status(429)`.
     pub rate_limited: u64,
+    /// Of those, the requests over `max_rps` (calls per second, each batch item counted).
+    pub over_max_rps: u64,
+    /// Of those, the requests over `max_cps` (credits per second) though within `max_rps`.
+    pub over_max_cps: u64,
     /// Responses cut off mid-body (HTTP) or sockets closed instead of answering (WebSocket).
     pub dropped: u64,
     /// JSON-RPC calls by method (`"other"` for unknown names, `"invalid"` for malformed calls).
@@ -103,12 +110,14 @@ impl StatsSnapshot {
     /// A multi-line human summary, for the CLI's exit.
     pub fn summary(&self) -> String {
         let mut lines = vec![format!(
-            "devnode served {} HTTP requests, {} WebSocket messages, {} logs; {} rate-limited, {} dropped; \
-             at most {} calls in one second",
+            "devnode served {} HTTP requests, {} WebSocket messages, {} logs; {} rate-limited ({} over max_rps, \
+             {} over max_cps), {} dropped; at most {} calls in one second",
             self.http_requests,
             self.ws_messages,
             self.logs_served,
             self.rate_limited,
+            self.over_max_rps,
+            self.over_max_cps,
             self.dropped,
             self.max_calls_per_second
         )];
@@ -249,6 +258,14 @@ impl Stats {
 
     pub(crate) fn rate_limited(&self) {
         self.with(|s| s.rate_limited += 1);
+    }
+
+    /// Records a request refused by `max_rps` or `max_cps` (the 429 itself is counted by its answer).
+    pub(crate) fn over_limit(&self, over: OverLimit) {
+        self.with(|s| match over {
+            OverLimit::Calls => s.over_max_rps += 1,
+            OverLimit::Credits => s.over_max_cps += 1,
+        });
     }
 
     pub(crate) fn dropped(&self) {

@@ -128,3 +128,26 @@ fn high_log_indexes_are_off_unless_a_block_is_named() {
     let err = DevNodeConfig::from_sim_url("sim://?log_index_base=-1").expect_err("not an index");
     assert!(err.contains("log_index_base"), "{err}");
 }
+
+#[test]
+fn credits_and_a_lagging_node_are_options() {
+    let cfg = DevNodeConfig::from_sim_url(
+        "sim://?max_cps=330&method_credits=eth_getLogs:75,eth_getBlockByNumber:16,default:26&lag-blocks=4",
+    )
+    .expect("valid options");
+    assert_eq!(cfg.faults.max_cps, Some(330));
+    assert_eq!(cfg.faults.method_credits.of(Some("eth_getLogs")), 75);
+    assert_eq!(
+        cfg.faults.method_credits.of(Some("eth_getBlockReceipts")),
+        26
+    );
+    assert_eq!(cfg.faults.lag_blocks, 4);
+    let default = DevNodeConfig::default().faults;
+    assert_eq!((default.max_cps, default.lag_blocks), (None, 0));
+    assert_eq!(default.method_credits.of(Some("eth_getBlockReceipts")), 500);
+    let err =
+        DevNodeConfig::from_sim_url("sim://?method_credits=eth_getLogs").expect_err("no price");
+    assert!(err.contains("method_credits"), "{err}");
+    let err = DevNodeConfig::from_sim_url("sim://?max_cpz=3").expect_err("unknown option");
+    assert!(err.contains("max_cps"), "{err}");
+}

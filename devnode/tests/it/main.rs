@@ -3,5 +3,6 @@
 
 mod factory;
 mod limits;
+mod providers;
 mod serve;
 mod tx;
