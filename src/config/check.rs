@@ -226,7 +226,10 @@ impl<'a> Checker<'a> {
                 at,
                 field,
                 format!("{n} is negative"),
-                "write a number of 0 or more",
+                match min {
+                    0 => "write a number of 0 or more".to_owned(),
+                    min => format!("set it to {min} or more"),
+                },
             );
             return default;
         };

@@ -211,6 +211,7 @@ fn docs_config_md_lists_every_declared_key() {
                 ),
                 _ => {
                     let heading = match section {
+                        "node.providers[]" => "### `[[node.providers]]`".to_owned(),
                         "contracts[]" => "## `[[contracts]]`".to_owned(),
                         "contracts[].factory" => "### `factory`".to_owned(),
                         other => format!("## `[{other}]`"),

@@ -1,14 +1,16 @@
 //! `config.toml` -> a validated [`Config`]: every limit with its default, secrets in redacting types.
 //!
 //! Two steps: the file is read into serde types that declare its shape (`raw`, every value with its span;
-//! unknown keys collected by `unknown`), then one validation pass types and checks each value (`sections`,
-//! `contracts`, `events`, `factory`, `filters`, with the tools of `check`). Both collect every error, each
+//! unknown keys collected by `unknown`), then one validation pass types and checks each value (`providers`,
+//! `sections`, `contracts`, `events`, `factory`, `filters`, with the tools of `check`). Both collect every error, each
 //! with file, line, field and fix, so `logslice check` reports them all. Nothing here does I/O beyond
 //! reading the config file and the ABI files it names. docs/config.md lists every key.
 //!
 //! Rules:
 //! - `${VAR}` is replaced in every string value; an unset variable is an error. Messages quote the value as
 //!   written (with `${VAR}`), URLs only in redacted form, so no interpolated secret reaches a message.
+//! - `[node]` is one provider (`node.url`) or the defaults of each `[[node.providers]]` entry (see
+//!   `config::providers`); provider names are unique.
 //! - `node.transport` defaults to `ws` when `node.url` is `ws(s)://`, else `http`. With `ws` and no `ws_url`,
 //!   the WebSocket URL is derived from `url` (http -> ws, https -> wss, `/v3/` -> `/ws/v3/`); for `sim://` it
 //!   stays `None` (the pipeline starts the built-in node and knows its address).
@@ -28,9 +30,11 @@
 
 mod check;
 mod contracts;
+mod endpoint;
 mod events;
 mod factory;
 mod filters;
+mod providers;
 mod raw;
 mod secret;
 mod sections;
@@ -416,17 +420,8 @@ fn validate(checker: &mut check::Checker<'_>, path: &Path, root: &raw::RawConfig
     }
     let node = checker.table(root.node.as_ref(), "node", "write it as a [node] section");
     let node = match node {
-        Some((table, span)) => NodeConfig {
-            providers: vec![sections::node(checker, "node", table, Some(&span))],
-        },
-        None => NodeConfig {
-            providers: vec![sections::node(
-                checker,
-                "node",
-                &raw::RawNode::default(),
-                None,
-            )],
-        },
+        Some((table, span)) => providers::node(checker, table, Some(&span)),
+        None => providers::node(checker, &raw::RawNode::default(), None),
     };
     if root.database.is_none() {
         checker.error(None, "database", "is missing", DATABASE_FIX);
@@ -476,3 +471,7 @@ mod tests;
 #[cfg(test)]
 #[path = "lines_tests.rs"]
 mod lines_tests;
+
+#[cfg(test)]
+#[path = "providers_tests.rs"]
+mod providers_tests;

@@ -35,9 +35,42 @@ pub(super) struct RawConfig {
     pub metrics: Option<Spanned<TableOr<RawMetrics>>>,
 }
 
-/// `[node]`. Every limit here is also what a provider of `node.providers` would inherit.
+/// `[node]`: one provider (`url`), or the defaults of the `providers` entries.
 #[derive(Debug, Default, serde::Deserialize)]
 pub(super) struct RawNode {
+    /// String, required without `providers`, refused with it: `sim://...`, `http(s)://...` or `ws(s)://...`.
+    pub url: Option<Leaf>,
+    /// String: `ws(s)://...`; refused with `providers`.
+    pub ws_url: Option<Leaf>,
+    /// String: `"http"` or `"ws"`.
+    pub transport: Option<Leaf>,
+    /// Integer, at least 1.
+    pub requests_per_second: Option<Leaf>,
+    /// Integer, at least 1.
+    pub credits_per_second: Option<Leaf>,
+    /// Inline table: method name (or `default`) -> integer, at least 1.
+    pub method_credits: Option<Spanned<TableOr<RawMethodCredits>>>,
+    /// Integer, at least 1.
+    pub max_concurrency: Option<Leaf>,
+    /// Duration string.
+    pub request_timeout: Option<Leaf>,
+    /// Integer, 0 or more.
+    pub max_retries: Option<Leaf>,
+    /// Duration string, at most `max_backoff`.
+    pub initial_backoff: Option<Leaf>,
+    /// Duration string.
+    pub max_backoff: Option<Leaf>,
+    /// Integer, at least 1.
+    pub max_response_bytes: Option<Leaf>,
+    /// `[[node.providers]]`: several providers of the chain, at least one.
+    pub providers: Option<Spanned<ArrayOr<Spanned<TableOr<RawProvider>>>>>,
+}
+
+/// One `[[node.providers]]` entry: the keys of `[node]` (each defaulting to `[node]`'s) and `name`.
+#[derive(Debug, Default, serde::Deserialize)]
+pub(super) struct RawProvider {
+    /// String: unique among the providers; default the URL's host.
+    pub name: Option<Leaf>,
     /// String, required: `sim://...`, `http(s)://...` or `ws(s)://...`.
     pub url: Option<Leaf>,
     /// String: `ws(s)://...`.
@@ -46,6 +79,10 @@ pub(super) struct RawNode {
     pub transport: Option<Leaf>,
     /// Integer, at least 1.
     pub requests_per_second: Option<Leaf>,
+    /// Integer, at least 1.
+    pub credits_per_second: Option<Leaf>,
+    /// Inline table: method name (or `default`) -> integer, at least 1.
+    pub method_credits: Option<Spanned<TableOr<RawMethodCredits>>>,
     /// Integer, at least 1.
     pub max_concurrency: Option<Leaf>,
     /// Duration string.
@@ -59,6 +96,9 @@ pub(super) struct RawNode {
     /// Integer, at least 1.
     pub max_response_bytes: Option<Leaf>,
 }
+
+/// `method_credits`: method name (or `default`) -> credits per call.
+pub(super) type RawMethodCredits = BTreeMap<String, Leaf>;
 
 /// `[database]`.
 #[derive(Debug, Default, serde::Deserialize)]
@@ -155,10 +195,11 @@ pub(super) struct RawFactory {
 
 /// Every table of the file, as the path `config::unknown` builds (`[]` for an array's element), with the
 /// keys its serde type declares, in declaration order.
-pub(super) fn sections() -> [(&'static str, &'static [&'static str]); 7] {
+pub(super) fn sections() -> [(&'static str, &'static [&'static str]); 8] {
     [
         ("", keys_of::<RawConfig>()),
         ("node", keys_of::<RawNode>()),
+        ("node.providers[]", keys_of::<RawProvider>()),
         ("database", keys_of::<RawDatabase>()),
         ("sync", keys_of::<RawSync>()),
         ("contracts[]", keys_of::<RawContract>()),

@@ -459,7 +459,7 @@ fn rejects_bad_node_settings() {
         "url = \"sim://\"\nrequests_per_second = 0\nmax_concurrency = -1\nrequest_timeout = \"0s\"\nmax_retries = \"3\"\ninitial_backoff = \"1m\"\nmax_backoff = \"10s\"\nmax_response_bytes = 0",
         &[
             "node.requests_per_second: 0 is below the minimum 1 (set it to 1 or more)",
-            "node.max_concurrency: -1 is negative (write a number of 0 or more)",
+            "node.max_concurrency: -1 is negative (set it to 1 or more)",
             "node.request_timeout: \"0s\" is zero (use a duration above zero)",
             "node.max_retries: is a string, not an integer (write a whole number without quotes)",
             "node.initial_backoff: 1m is above node.max_backoff (10s) (make initial_backoff at most max_backoff)",
@@ -469,7 +469,7 @@ fn rejects_bad_node_settings() {
     check_node_errors(
         "url = \"sim://\"\nrequest_timeout = 15\npoll = 1\nmax_backoff = \"soon\"",
         &[
-            "node.poll: unknown key \"poll\" (valid keys here: url, ws_url, transport, requests_per_second, max_concurrency, request_timeout, max_retries, initial_backoff, max_backoff, max_response_bytes)",
+            "node.poll: unknown key \"poll\" (valid keys here: url, ws_url, transport, requests_per_second, credits_per_second, method_credits, max_concurrency, request_timeout, max_retries, initial_backoff, max_backoff, max_response_bytes, providers)",
             "node.request_timeout: is a integer, not a string (put the value in double quotes)",
             "node.request_timeout: needs a unit (write a duration like \"15s\" or \"250ms\")",
             "node.max_backoff: \"soon\" is not a duration: expected number at 0 (write a duration like \"15s\" or \"250ms\")",
