@@ -254,7 +254,7 @@ impl Gate {
                 Ok(value) => {
                     provider.breaker().answered();
                     let cost = provider.cost(call.method, call.calls);
-                    provider.rate.learn(|learned| learned.succeeded(cost));
+                    provider.rate.succeeded(cost);
                     return Ok(value);
                 }
                 Err(err) => err,
@@ -427,7 +427,7 @@ impl Gate {
             provider.rate.pause_until(now + after);
         }
         let before = provider.rate.learned().per_window();
-        let explained = provider.rate.learn(|learned| learned.refused(sent, now));
+        let explained = provider.rate.refused(sent);
         let learned = provider.rate.learned();
         if learned.per_window() < before {
             tracing::info!(provider = %provider.name, cause = %err, rate = learned.per_window(), ceiling = learned.ceiling(), "the provider refused for its rate: lowering it");

@@ -432,7 +432,7 @@ async fn a_batch_refused_for_the_rate_comes_back_oversized() {
             result,
             Err(Error::Oversized {
                 calls: 20,
-                admits: 14
+                admits: 6
             })
         ),
         "{result:?}"

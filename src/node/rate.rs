@@ -22,10 +22,15 @@ pub(super) const WINDOW_MARGIN: Duration = Duration::from_millis(100);
 /// The window's length.
 pub(super) const WINDOW: Duration = Duration::from_secs(1).saturating_add(WINDOW_MARGIN);
 
-/// The rate after a refusal, as a share of the rate that was refused: a halving (TCP's) leaves a key
-/// limited below its ceiling at three quarters of its real limit on average; 0.7 at about 85%, for one
+/// The rate after a refusal, as a share of the rate that was refused, at most: a halving (TCP's) leaves a
+/// key limited below its ceiling at three quarters of its real limit on average; 0.7 at about 85%, for one
 /// more refusal per cycle.
 const DECREASE: f64 = 0.7;
+
+/// The rate after a refusal, as a share of the rate that was refused, at least. Between the two, the rate
+/// becomes what the provider answered in the last window: a ceiling three times the key's limit comes down
+/// in one step instead of three, and the refusals of the steps between are saved.
+const MAX_DECREASE: f64 = 0.3;
 
 /// Below this share of the last refused rate the rate climbs back fast (it was lowered past what the
 /// provider takes); above it, slowly (it is near the provider's limit).
@@ -44,7 +49,7 @@ const SLOW_CLIMB: f64 = 0.02;
 pub(super) struct Learned {
     ceiling: f64,
     current: f64,
-    /// The rate in use when the provider last refused.
+    /// The provider's limit as the last refusal showed it: what it answered in the window before.
     refused_at: Option<f64>,
     /// When the rate was last lowered: refusals of requests sent before it are of the old rate.
     lowered_at: Option<Instant>,
@@ -73,19 +78,22 @@ impl Learned {
         self.ceiling as u32
     }
 
-    /// The provider refused a request sent at `sent` for its rate: lower the rate, once per burst (every
-    /// request in flight when the limit was crossed is refused together, and each says the same). Returns
-    /// whether the refusal is explained by a rate above what the provider takes (lowered now, or already
-    /// lowered since the request was sent); `false` at the floor, where lowering cannot help.
-    pub(super) fn refused(&mut self, sent: Instant, now: Instant) -> bool {
+    /// The provider refused a request sent at `sent` for its rate, having answered `answered` (cost) in the
+    /// window before: lower the rate towards that, once per burst (every request in flight when the limit
+    /// was crossed is refused together, and each says the same). Returns whether the refusal is explained
+    /// by a rate above what the provider takes (lowered now, or already lowered since the request was
+    /// sent); `false` at the floor, where lowering cannot help.
+    pub(super) fn refused(&mut self, sent: Instant, now: Instant, answered: u32) -> bool {
         if self.lowered_at.is_some_and(|at| sent <= at) {
             return true;
         }
         if self.at_floor() {
             return false;
         }
-        self.refused_at = Some(self.current);
-        self.current = (self.current * DECREASE).max(1.0);
+        let answered = f64::from(answered);
+        let lowered = answered.clamp(self.current * MAX_DECREASE, self.current * DECREASE);
+        self.refused_at = Some(answered.max(lowered));
+        self.current = lowered.max(1.0);
         self.lowered_at = Some(now);
         true
     }
@@ -127,6 +135,8 @@ pub(super) struct Rate {
     turn: tokio::sync::Mutex<()>,
     /// The cost of the requests waiting for admission: what a new one waits behind.
     waiting: AtomicU32,
+    /// Answers inside the last window, with their cost: what the provider takes, as a refusal shows it.
+    answered: Mutex<VecDeque<(Instant, u32)>>,
 }
 
 /// Counts a request's cost as waiting until it is admitted or given up.
@@ -146,6 +156,7 @@ impl Rate {
             paused_until: Mutex::new(None),
             turn: tokio::sync::Mutex::new(()),
             waiting: AtomicU32::new(0),
+            answered: Mutex::new(VecDeque::new()),
         }
     }
 
@@ -160,6 +171,31 @@ impl Rate {
     /// Changes what has been learnt with `f`.
     pub(super) fn learn<T>(&self, f: impl FnOnce(&mut Learned) -> T) -> T {
         f(&mut self.learned.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// A request of `cost` was answered: climb, and remember it for the next refusal.
+    pub(super) fn succeeded(&self, cost: u32) {
+        let now = Instant::now();
+        let mut answered = self.answered.lock().unwrap_or_else(PoisonError::into_inner);
+        while answered.front().is_some_and(|(at, _)| *at + WINDOW <= now) {
+            answered.pop_front();
+        }
+        answered.push_back((now, cost));
+        drop(answered);
+        self.learn(|learned| learned.succeeded(cost));
+    }
+
+    /// A request sent at `sent` was refused for the rate: lower it (see [`Learned::refused`]).
+    pub(super) fn refused(&self, sent: Instant) -> bool {
+        let now = Instant::now();
+        let answered: u32 = {
+            let mut answered = self.answered.lock().unwrap_or_else(PoisonError::into_inner);
+            while answered.front().is_some_and(|(at, _)| *at + WINDOW <= now) {
+                answered.pop_front();
+            }
+            answered.iter().map(|(_, cost)| cost).sum()
+        };
+        self.learn(|learned| learned.refused(sent, now, answered))
     }
 
     /// No admission before `until`.
@@ -261,15 +297,20 @@ mod tests {
     fn a_burst_of_refusals_lowers_the_rate_once() {
         let start = Instant::now();
         let mut learned = Learned::new(25);
-        assert!(learned.refused(start, start));
+        // It answered 20 in the window before: the rate drops to at most 0.7 of 25.
+        assert!(learned.refused(start, start, 20));
         assert_eq!(learned.per_window(), 17);
         // Sent before the rate was lowered: the same burst, explained, not lowered again.
-        assert!(learned.refused(start, start + Duration::from_millis(5)));
+        assert!(learned.refused(start, start + Duration::from_millis(5), 0));
         assert_eq!(learned.per_window(), 17);
-        // Sent after: the lower rate is refused too.
+        // Sent after: the lower rate is refused too, having answered 8: down to 8.
         let later = start + Duration::from_secs(1);
-        assert!(learned.refused(later, later));
-        assert_eq!(learned.per_window(), 12);
+        assert!(learned.refused(later, later, 8));
+        assert_eq!(learned.per_window(), 8);
+        // Answered nothing: at most a decrease to 0.3.
+        let again = later + Duration::from_secs(1);
+        assert!(learned.refused(again, again, 0));
+        assert_eq!(learned.per_window(), 2);
     }
 
     #[test]
@@ -278,7 +319,7 @@ mod tests {
         let mut now = Instant::now();
         for _ in 0..10 {
             now += Duration::from_secs(1);
-            learned.refused(now, now);
+            learned.refused(now, now, 0);
         }
         assert_eq!(learned.per_window(), 1);
         assert!(learned.at_floor());
@@ -306,7 +347,7 @@ mod tests {
             }
             if rate > limit {
                 refused += rate - limit;
-                learned.refused(now, now + Duration::from_millis(1));
+                learned.refused(now, now + Duration::from_millis(1), limit);
             }
             now += WINDOW;
         }
@@ -332,9 +373,10 @@ mod tests {
     async fn a_lower_rate_admits_less_per_window() {
         let rate = Rate::new(4);
         let start = Instant::now();
-        rate.learn(|learned| learned.refused(start, start));
-        assert_eq!(rate.learned().per_window(), 2);
-        assert_eq!(rate.admit(2).await, start);
+        assert!(rate.refused(start));
+        // Nothing answered before: the largest decrease, to 0.3 of 4 (at least 1).
+        assert_eq!(rate.learned().per_window(), 1);
+        assert_eq!(rate.admit(1).await, start);
         assert_eq!(rate.admit(1).await, start + WINDOW);
     }
 }
