@@ -346,8 +346,14 @@ async fn run_phases(args: &BenchArgs) -> Result<String, Error> {
     if let (Some(rate), None) = (args.provider_rate, &args.url) {
         // Numbered apart from the phases above, whose numbering the closure holds.
         let mut provider_no = 100;
-        let (provider_phases, lines) =
-            providers::phases(dir.path(), args, &node_config, rate.max(1), &mut provider_no).await?;
+        let (provider_phases, lines) = providers::phases(
+            dir.path(),
+            args,
+            &node_config,
+            rate.max(1),
+            &mut provider_no,
+        )
+        .await?;
         phases.extend(provider_phases);
         compared = lines;
     }

@@ -345,7 +345,7 @@ impl Gate {
             }
             Class::Retry { after } if err.is_rate_limit() => {
                 provider.breaker().answered();
-                if self.rate_refused(provider, sent, after, &err) && attempt.free_refusal() {
+                if self.rate_refused(provider, call, sent, after, &err) && attempt.free_refusal() {
                     attempt.last = Some((index, err));
                     return Ok(());
                 }
@@ -416,6 +416,7 @@ impl Gate {
     fn rate_refused(
         &self,
         provider: &Provider,
+        call: &Call,
         sent: Instant,
         after: Option<std::time::Duration>,
         err: &rpc::Error,
@@ -427,7 +428,9 @@ impl Gate {
             provider.rate.pause_until(now + after);
         }
         let before = provider.rate.learned().per_window();
-        let explained = provider.rate.refused(sent);
+        let explained = provider
+            .rate
+            .refused(sent, provider.cost(call.method, call.calls));
         let learned = provider.rate.learned();
         if learned.per_window() < before {
             tracing::info!(provider = %provider.name, cause = %err, rate = learned.per_window(), ceiling = learned.ceiling(), "the provider refused for its rate: lowering it");

@@ -2,6 +2,13 @@
 //! refusals (additive increase, multiplicative decrease, as TCP learns a path's capacity), and the window
 //! that holds what is sent to it within that rate.
 //!
+//! A provider over its limit refuses everything past it until its window turns: refusals come in a row
+//! (every request in flight then, and each sent before the window turns). A refusal now and then among
+//! answers (a provider shedding load, an injected fault) says nothing about the rate, and lowering on each
+//! would drive the rate to its floor. So the rate is lowered after [`REFUSALS_IN_A_ROW`] refusals with no
+//! answer between, when refusals are half of the last window, or a tenth of a small one, and climbs only
+//! through windows without a refusal.
+//!
 //! Costs are in the provider's own unit: calls (`requests_per_second`, a batch item counting one) or credits
 //! (`credits_per_second`, each call weighed by `method_credits`).
 
@@ -31,6 +38,20 @@ const DECREASE: f64 = 0.7;
 /// becomes what the provider answered in the last window: a ceiling three times the key's limit comes down
 /// in one step instead of three, and the refusals of the steps between are saved.
 const MAX_DECREASE: f64 = 0.3;
+
+/// Refusals with no answer between that lower the rate: a provider over its limit refuses the requests
+/// in flight together (eight, at the default concurrency); three in a row by chance, at 5% of refusals
+/// without a limit behind them (the fault tests), is one request in 8,000.
+const REFUSALS_IN_A_ROW: u32 = 3;
+
+/// Or: refusals at least half of the last window's cost, of at least this much (a batch refused whole,
+/// a provider asked little).
+const MIN_WINDOW_COST: u32 = 4;
+
+/// Or: refusals at least a tenth of a window of at most this much cost. A key limited to a few calls a
+/// second, one call over, meets one refusal a window and never three in a row; in a window this small a
+/// refusal by chance is rare, and windows without one (where the rate climbs back) are common.
+const SMALL_WINDOW_COST: u32 = 50;
 
 /// Below this share of the last refused rate the rate climbs back fast (it was lowered past what the
 /// provider takes); above it, slowly (it is near the provider's limit).
@@ -78,19 +99,24 @@ impl Learned {
         self.ceiling as u32
     }
 
-    /// The provider refused a request sent at `sent` for its rate, having answered `answered` (cost) in the
-    /// window before: lower the rate towards that, once per burst (every request in flight when the limit
-    /// was crossed is refused together, and each says the same). Returns whether the refusal is explained
-    /// by a rate above what the provider takes (lowered now, or already lowered since the request was
-    /// sent); `false` at the floor, where lowering cannot help.
-    pub(super) fn refused(&mut self, sent: Instant, now: Instant, answered: u32) -> bool {
+    /// The provider refused a request sent at `sent` for its rate; `seen` is the last window, this refusal
+    /// included. When the refusals say the rate is above the provider's limit (in a row, or half the
+    /// window), the rate comes down towards what was answered, once per burst (the requests in flight when
+    /// the limit was crossed are refused together, and each says the same). Returns whether the refusal
+    /// is explained by a rate above what the provider takes (lowered now, or already lowered since the
+    /// request was sent): then its retry costs no attempt.
+    pub(super) fn refused(&mut self, sent: Instant, now: Instant, seen: Seen) -> bool {
         if self.lowered_at.is_some_and(|at| sent <= at) {
             return true;
         }
-        if self.at_floor() {
+        let total = seen.answered.saturating_add(seen.refused);
+        let over = seen.in_a_row >= REFUSALS_IN_A_ROW
+            || (total >= MIN_WINDOW_COST && seen.refused.saturating_mul(2) >= total)
+            || (total <= SMALL_WINDOW_COST && seen.refused.saturating_mul(10) >= total);
+        if self.at_floor() || !over {
             return false;
         }
-        let answered = f64::from(answered);
+        let answered = f64::from(seen.answered);
         let lowered = answered.clamp(self.current * MAX_DECREASE, self.current * DECREASE);
         self.refused_at = Some(answered.max(lowered));
         self.current = lowered.max(1.0);
@@ -99,9 +125,9 @@ impl Learned {
     }
 
     /// A request of `cost` succeeded: climb towards the ceiling, by a share of the rate per window's worth
-    /// of cost.
-    pub(super) fn succeeded(&mut self, cost: u32) {
-        if self.current >= self.ceiling {
+    /// of cost, unless the last window held a refusal (`clean` false: the rate is at the provider's limit).
+    pub(super) fn succeeded(&mut self, cost: u32, clean: bool) {
+        if self.current >= self.ceiling || !clean {
             return;
         }
         let near_limit = self
@@ -135,8 +161,48 @@ pub(super) struct Rate {
     turn: tokio::sync::Mutex<()>,
     /// The cost of the requests waiting for admission: what a new one waits behind.
     waiting: AtomicU32,
-    /// Answers inside the last window, with their cost: what the provider takes, as a refusal shows it.
-    answered: Mutex<VecDeque<(Instant, u32)>>,
+    /// Answers and refusals for the rate inside the last window, with their cost (`true`: answered).
+    outcomes: Mutex<Outcomes>,
+}
+
+/// What the last window showed: cost answered and refused for the rate, and refusals since the last
+/// answer.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct Seen {
+    pub(super) answered: u32,
+    pub(super) refused: u32,
+    pub(super) in_a_row: u32,
+}
+
+/// Answers and refusals for the rate inside the last window.
+#[derive(Debug, Default)]
+struct Outcomes {
+    log: VecDeque<(Instant, u32, bool)>,
+    seen: Seen,
+}
+
+impl Outcomes {
+    /// Adds one at `now` and forgets those out of the window.
+    fn add(&mut self, now: Instant, cost: u32, answered: bool) {
+        while let Some(&(at, old, was_answered)) = self.log.front() {
+            if at + WINDOW > now {
+                break;
+            }
+            self.log.pop_front();
+            match was_answered {
+                true => self.seen.answered -= old,
+                false => self.seen.refused -= old,
+            }
+        }
+        self.log.push_back((now, cost, answered));
+        if answered {
+            self.seen.answered += cost;
+            self.seen.in_a_row = 0;
+        } else {
+            self.seen.refused += cost;
+            self.seen.in_a_row += 1;
+        }
+    }
 }
 
 /// Counts a request's cost as waiting until it is admitted or given up.
@@ -156,7 +222,7 @@ impl Rate {
             paused_until: Mutex::new(None),
             turn: tokio::sync::Mutex::new(()),
             waiting: AtomicU32::new(0),
-            answered: Mutex::new(VecDeque::new()),
+            outcomes: Mutex::new(Outcomes::default()),
         }
     }
 
@@ -173,29 +239,26 @@ impl Rate {
         f(&mut self.learned.lock().unwrap_or_else(PoisonError::into_inner))
     }
 
-    /// A request of `cost` was answered: climb, and remember it for the next refusal.
+    /// A request of `cost` was answered: climb if the window held no refusal.
     pub(super) fn succeeded(&self, cost: u32) {
-        let now = Instant::now();
-        let mut answered = self.answered.lock().unwrap_or_else(PoisonError::into_inner);
-        while answered.front().is_some_and(|(at, _)| *at + WINDOW <= now) {
-            answered.pop_front();
-        }
-        answered.push_back((now, cost));
-        drop(answered);
-        self.learn(|learned| learned.succeeded(cost));
+        let clean = {
+            let mut outcomes = self.outcomes.lock().unwrap_or_else(PoisonError::into_inner);
+            outcomes.add(Instant::now(), cost, true);
+            outcomes.seen.refused == 0
+        };
+        self.learn(|learned| learned.succeeded(cost, clean));
     }
 
-    /// A request sent at `sent` was refused for the rate: lower it (see [`Learned::refused`]).
-    pub(super) fn refused(&self, sent: Instant) -> bool {
+    /// A request of `cost` sent at `sent` was refused for the rate: lower it when the window says so
+    /// (see [`Learned::refused`]).
+    pub(super) fn refused(&self, sent: Instant, cost: u32) -> bool {
         let now = Instant::now();
-        let answered: u32 = {
-            let mut answered = self.answered.lock().unwrap_or_else(PoisonError::into_inner);
-            while answered.front().is_some_and(|(at, _)| *at + WINDOW <= now) {
-                answered.pop_front();
-            }
-            answered.iter().map(|(_, cost)| cost).sum()
+        let seen = {
+            let mut outcomes = self.outcomes.lock().unwrap_or_else(PoisonError::into_inner);
+            outcomes.add(now, cost, false);
+            outcomes.seen
         };
-        self.learn(|learned| learned.refused(sent, now, answered))
+        self.learn(|learned| learned.refused(sent, now, seen))
     }
 
     /// No admission before `until`.
@@ -296,20 +359,29 @@ mod tests {
     #[test]
     fn a_burst_of_refusals_lowers_the_rate_once() {
         let start = Instant::now();
+        let seen = |answered, refused, in_a_row| Seen {
+            answered,
+            refused,
+            in_a_row,
+        };
         let mut learned = Learned::new(25);
-        // It answered 20 in the window before: the rate drops to at most 0.7 of 25.
-        assert!(learned.refused(start, start, 20));
+        // Refusals among 60 answers, two in a row at most: noise, not the rate.
+        assert!(!learned.refused(start, start, seen(60, 1, 1)));
+        assert!(!learned.refused(start, start, seen(60, 3, 2)));
+        assert_eq!(learned.per_window(), 25);
+        // Three in a row: the rate drops to at most 0.7 of 25.
+        assert!(learned.refused(start, start, seen(60, 4, 3)));
         assert_eq!(learned.per_window(), 17);
         // Sent before the rate was lowered: the same burst, explained, not lowered again.
-        assert!(learned.refused(start, start + Duration::from_millis(5), 0));
+        assert!(learned.refused(start, start + Duration::from_millis(5), seen(0, 5, 4)));
         assert_eq!(learned.per_window(), 17);
         // Sent after: the lower rate is refused too, having answered 8: down to 8.
         let later = start + Duration::from_secs(1);
-        assert!(learned.refused(later, later, 8));
+        assert!(learned.refused(later, later, seen(8, 3, 3)));
         assert_eq!(learned.per_window(), 8);
-        // Answered nothing: at most a decrease to 0.3.
+        // A batch of 5 refused whole, nothing answered: half the window, at most a decrease to 0.3.
         let again = later + Duration::from_secs(1);
-        assert!(learned.refused(again, again, 0));
+        assert!(learned.refused(again, again, seen(0, 5, 1)));
         assert_eq!(learned.per_window(), 2);
     }
 
@@ -319,12 +391,23 @@ mod tests {
         let mut now = Instant::now();
         for _ in 0..10 {
             now += Duration::from_secs(1);
-            learned.refused(now, now, 0);
+            learned.refused(
+                now,
+                now,
+                Seen {
+                    answered: 0,
+                    refused: 4,
+                    in_a_row: 4,
+                },
+            );
         }
         assert_eq!(learned.per_window(), 1);
         assert!(learned.at_floor());
+        // While the window holds a refusal, no climb.
+        learned.succeeded(1, false);
+        assert_eq!(learned.per_window(), 1);
         for _ in 0..1000 {
-            learned.succeeded(1);
+            learned.succeeded(1, true);
         }
         assert_eq!(learned.per_window(), 3);
     }
@@ -333,21 +416,48 @@ mod tests {
     /// learned from a ceiling three times higher settles near the limit, with refusals a small share of
     /// calls.
     #[test]
+    fn a_refusal_now_and_then_among_answers_keeps_the_rate() {
+        let mut learned = Learned::new(100);
+        let mut now = Instant::now();
+        // One refusal in twenty, every window, for a minute.
+        for _ in 0..60 {
+            now += WINDOW;
+            for _ in 0..19 {
+                learned.succeeded(1, false);
+            }
+            let seen = Seen {
+                answered: 95,
+                refused: 5,
+                in_a_row: 1,
+            };
+            assert!(!learned.refused(now, now, seen));
+        }
+        assert_eq!(learned.per_window(), 100);
+    }
+
+    #[test]
     fn a_rate_learned_from_refusals_settles_near_the_real_limit() {
         let limit = 8;
         let mut learned = Learned::new(24);
         let (mut sent, mut refused, mut admitted) = (0u32, 0u32, 0u32);
         let mut now = Instant::now();
+        let mut refused_before = false;
         for _ in 0..600 {
             let rate = learned.per_window();
             sent += rate;
             admitted += rate.min(limit);
             for _ in 0..rate.min(limit) {
-                learned.succeeded(1);
+                learned.succeeded(1, !refused_before);
             }
+            refused_before = rate > limit;
             if rate > limit {
                 refused += rate - limit;
-                learned.refused(now, now + Duration::from_millis(1), limit);
+                let seen = Seen {
+                    answered: limit,
+                    refused: rate - limit,
+                    in_a_row: rate - limit,
+                };
+                learned.refused(now, now + Duration::from_millis(1), seen);
             }
             now += WINDOW;
         }
@@ -373,8 +483,8 @@ mod tests {
     async fn a_lower_rate_admits_less_per_window() {
         let rate = Rate::new(4);
         let start = Instant::now();
-        assert!(rate.refused(start));
-        // Nothing answered before: the largest decrease, to 0.3 of 4 (at least 1).
+        assert!(rate.refused(start, 4));
+        // A batch of 4 refused whole, nothing answered: the largest decrease, to 0.3 of 4 (at least 1).
         assert_eq!(rate.learned().per_window(), 1);
         assert_eq!(rate.admit(1).await, start);
         assert_eq!(rate.admit(1).await, start + WINDOW);

@@ -26,7 +26,7 @@ pub struct Node {
     pub access: Arc<Access>,
     /// The gate (the same as `access.gate`).
     pub gate: Arc<Gate>,
-    /// The providers by name, for messages about the chain as a whole.
+    /// The providers by name and redacted URL, for messages about the chain as a whole.
     pub display: String,
     /// Whether to read headers in batches: HTTP, until a provider refuses one (the spec does not say
     /// whether it takes batches; mainstream nodes do).
@@ -67,7 +67,7 @@ impl Node {
         let supports_batches = providers.iter().all(|p| p.client().supports_batches());
         let display = providers
             .iter()
-            .map(|p| p.name.as_str())
+            .map(|p| format!("{} ({})", p.name, p.display))
             .collect::<Vec<_>>()
             .join(", ");
         let gate = Arc::new(Gate::new(providers, cancel.clone()));
@@ -323,32 +323,31 @@ impl Node {
 
     /// Each provider's chain id, asked once each (for `check`), in config order.
     pub async fn chain_ids(&self) -> Vec<Result<u64, Error>> {
-        let providers = self.gate.providers();
-        futures::future::join_all((0..providers.len()).map(|index| async move {
-            self.gate
-                .send_to(Call::new("eth_chainId"), index, true, |client| async move {
-                    client.chain_id().await
-                })
-                .await
-                .map_err(|err| Error::Node {
-                    node: format!("{} ({})", providers[index].name, providers[index].display),
-                    source: err.into(),
-                })
-        }))
+        self.ask_each(
+            "eth_chainId",
+            |client| async move { client.chain_id().await },
+        )
         .await
     }
 
     /// Each provider's head, asked once each (for `status`), in config order.
     pub async fn heads(&self) -> Vec<Result<u64, Error>> {
+        self.ask_each("eth_blockNumber", |client| async move {
+            client.block_number().await
+        })
+        .await
+    }
+
+    /// `method` of every provider at once, one attempt each, errors naming the provider.
+    async fn ask_each<F, Fut>(&self, method: &'static str, request: F) -> Vec<Result<u64, Error>>
+    where
+        F: Fn(Arc<Client>) -> Fut + Copy,
+        Fut: std::future::Future<Output = Result<u64, rpc::Error>>,
+    {
         let providers = self.gate.providers();
         futures::future::join_all((0..providers.len()).map(|index| async move {
             self.gate
-                .send_to(
-                    Call::new("eth_blockNumber"),
-                    index,
-                    true,
-                    |client| async move { client.block_number().await },
-                )
+                .send_to(Call::new(method), index, true, request)
                 .await
                 .map_err(|err| Error::Node {
                     node: format!("{} ({})", providers[index].name, providers[index].display),

@@ -457,7 +457,9 @@ async fn metrics_and_health_are_served_over_http_while_syncing() {
         assert!(metric(&body, name).is_some(), "{name} missing:\n{body}");
     }
     assert!(
-        body.contains("logslice_requests_total{method=\"eth_getLogs\",outcome=\"ok\"}"),
+        body.contains(
+            "logslice_requests_total{provider=\"127.0.0.1\",method=\"eth_getLogs\",outcome=\"ok\"}"
+        ),
         "{body}"
     );
     assert_eq!(metric(&body, "logslice_target_block"), Some(39_000.0));

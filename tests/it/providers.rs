@@ -12,8 +12,7 @@ use logslice::pipeline::{self, Target};
 
 use crate::both_backends;
 use crate::support::{
-    self, abi_path, all_contracts, assert_db_matches_truth, node_config, Backend, Contract, Workdir,
-    KEY,
+    self, all_contracts, assert_db_matches_truth, node_config, Backend, Contract, Workdir, KEY,
 };
 
 /// How long a test waits for a state before failing (a guard, not a synchronisation).
@@ -48,26 +47,18 @@ fn providers_config(
         "\n[database]\n{}\n\n[sync]\n{sync_keys}\n",
         work.database_toml()
     ));
-    for c in contracts {
-        text.push_str(&format!(
-            "\n[[contracts]]\nname = \"{}\"\naddress = \"{:#x}\"\nabi = \"{}\"\nstart_block = {}\n",
-            c.name,
-            c.address,
-            abi_path(c.abi).display(),
-            c.start_block
-        ));
-        if !c.events.is_empty() {
-            let names: Vec<String> = c.events.iter().map(|e| format!("\"{e}\"")).collect();
-            text.push_str(&format!("events = [{}]\n", names.join(", ")));
-        }
-    }
+    text.push_str(&support::contracts_toml(contracts));
     let path = work.dir.path().join("config.toml");
     std::fs::write(&path, text).expect("write config");
     path
 }
 
 /// Syncs `path` to the head and asserts the database equals the ground truth.
-async fn sync_exact(path: &std::path::Path, node: &DevNode, work: &Workdir) -> pipeline::SyncReport {
+async fn sync_exact(
+    path: &std::path::Path,
+    node: &DevNode,
+    work: &Workdir,
+) -> pipeline::SyncReport {
     let truth = node.truth();
     let report = support::sync(path, Target::Latest)
         .await
@@ -108,12 +99,15 @@ async fn a_key_limited_below_the_configured_rate_ends_exact(backend: Backend, st
             url: node.http_url(),
             keys: &format!("requests_per_second = {}", 3 * limit),
         }],
-        if stamps { SMALL_RANGES } else { "" },
+        SMALL_RANGES,
         &all_contracts(),
     );
     let report = sync_exact(&path, &node, &work).await;
     let stats = node.stats();
-    assert!(stats.over_max_rps > 0, "the key's limit was never met: {stats:#?}");
+    assert!(
+        stats.over_max_rps > 0,
+        "the key's limit was never met: {stats:#?}"
+    );
     assert!(
         stats.over_max_rps * 10 <= stats.http_requests,
         "{} of {} requests refused for the rate",
@@ -158,7 +152,10 @@ async fn a_key_metered_by_credits_below_the_configured_rate_ends_exact(backend: 
     );
     sync_exact(&path, &node, &work).await;
     let stats = node.stats();
-    assert!(stats.over_max_cps > 0, "the key's limit was never met: {stats:#?}");
+    assert!(
+        stats.over_max_cps > 0,
+        "the key's limit was never met: {stats:#?}"
+    );
     assert!(
         stats.over_max_cps * 10 <= stats.http_requests,
         "{} of {} requests refused for credits",
@@ -222,14 +219,26 @@ async fn a_provider_killed_mid_sync_costs_nothing(backend: Backend) {
     assert!(doomed_served >= 5);
     assert!(served(&steady) > 0 && served(&flaky) > 0, "{report:?}");
     assert!(flaky.stats().status(500) + flaky.stats().status(502) + flaky.stats().status(503) > 0);
-    let status = logslice::status::gather(&logslice::config::load(&path).unwrap(), |e| e.to_string())
-        .await
-        .expect("status reads the database");
-    let names: Vec<&str> = status.node.providers.iter().map(|p| p.name.as_str()).collect();
+    let status =
+        logslice::status::gather(&logslice::config::load(&path).unwrap(), |e| e.to_string())
+            .await
+            .expect("status reads the database");
+    let names: Vec<&str> = status
+        .node
+        .providers
+        .iter()
+        .map(|p| p.name.as_str())
+        .collect();
     assert_eq!(names, ["steady", "flaky", "doomed"]);
     let doomed_status = &status.node.providers[2];
-    assert!(doomed_status.head.is_none() && doomed_status.error.is_some(), "{doomed_status:?}");
-    let seen = doomed_status.reported.as_ref().expect("the sync recorded its view");
+    assert!(
+        doomed_status.head.is_none() && doomed_status.error.is_some(),
+        "{doomed_status:?}"
+    );
+    let seen = doomed_status
+        .reported
+        .as_ref()
+        .expect("the sync recorded its view");
     assert!(seen.requests >= 5, "{seen:?}");
 }
 both_backends!(a_provider_killed_mid_sync_costs_nothing);
@@ -279,7 +288,11 @@ async fn a_lagging_and_a_throttled_provider_cost_nothing(backend: Backend) {
         &all_contracts(),
     );
     sync_exact(&path, &node, &work).await;
-    for (name, provider) in [("healthy", &healthy), ("throttled", &throttled), ("lagging", &lagging)] {
+    for (name, provider) in [
+        ("healthy", &healthy),
+        ("throttled", &throttled),
+        ("lagging", &lagging),
+    ] {
         assert!(served(provider) > 0, "{name} served nothing");
     }
 }
@@ -319,7 +332,10 @@ async fn run_takes_a_provider_back_once_it_answers(backend: Backend) {
     let before = served(&second);
     let head = node.mine(50);
     daemon.reaches(head).await;
-    assert!(served(&second) > before, "the second provider was not used again");
+    assert!(
+        served(&second) > before,
+        "the second provider was not used again"
+    );
     daemon.stop().await;
     assert_db_matches_truth(&work, &node.truth(), &all_contracts(), head).await;
 }
@@ -356,6 +372,9 @@ async fn a_provider_on_another_chain_is_a_config_error_naming_it() {
         .expect_err("providers on two chains");
     assert_eq!(logslice::exit::code(&err), logslice::exit::CONFIG, "{err}");
     let message = err.to_string();
-    assert!(message.contains("wrong") && message.contains("1338"), "{message}");
+    assert!(
+        message.contains("wrong") && message.contains("1338"),
+        "{message}"
+    );
     assert!(!message.contains(KEY), "{message}");
 }

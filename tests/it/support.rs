@@ -98,6 +98,25 @@ pub enum Backend {
     Postgres,
 }
 
+/// The `[[contracts]]` tables of `contracts`.
+pub fn contracts_toml(contracts: &[Contract]) -> String {
+    let mut text = String::new();
+    for c in contracts {
+        text.push_str(&format!(
+            "\n[[contracts]]\nname = \"{}\"\naddress = \"{:#x}\"\nabi = \"{}\"\nstart_block = {}\n",
+            c.name,
+            c.address,
+            abi_path(c.abi).display(),
+            c.start_block
+        ));
+        if !c.events.is_empty() {
+            let names: Vec<String> = c.events.iter().map(|e| format!("\"{e}\"")).collect();
+            text.push_str(&format!("events = [{}]\n", names.join(", ")));
+        }
+    }
+    text
+}
+
 /// A test's working directory: config and database.
 pub struct Workdir {
     /// Kept alive for the test.
@@ -157,19 +176,7 @@ impl Workdir {
              [database]\n{}\n\n[sync]\n{sync_extra}\n",
             self.database_toml()
         );
-        for c in contracts {
-            text.push_str(&format!(
-                "\n[[contracts]]\nname = \"{}\"\naddress = \"{:#x}\"\nabi = \"{}\"\nstart_block = {}\n",
-                c.name,
-                c.address,
-                abi_path(c.abi).display(),
-                c.start_block
-            ));
-            if !c.events.is_empty() {
-                let names: Vec<String> = c.events.iter().map(|e| format!("\"{e}\"")).collect();
-                text.push_str(&format!("events = [{}]\n", names.join(", ")));
-            }
-        }
+        text.push_str(&contracts_toml(contracts));
         let path = self.dir.path().join("config.toml");
         std::fs::write(&path, text).expect("write config");
         path
