@@ -50,7 +50,7 @@ const REQUESTS_OF_LOGS_PER_RANGE: usize = 2;
 /// Why fetching stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// The node asked for a narrower request (handled inside `fetch`; escapes only from [`Gate::run`]).
+    /// The node asked for a narrower request (handled inside `fetch`; escapes only from [`crate::node::Gate::run`]).
     #[error("the node asked for a narrower request: {0}")]
     Split(#[source] rpc::Error),
     /// The node rejected the API key (every provider).

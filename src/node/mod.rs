@@ -1,5 +1,5 @@
 //! Everything about talking to the providers of a chain: each provider's client, its learned rate
-//! ([`rate`]), its concurrency, its breaker ([`breaker`]) and its head ([`Provider`]); the gate every
+//! (`rate`), its concurrency, its breaker (`breaker`) and its head ([`Provider`]); the gate every
 //! request passes, which picks a provider, retries and fails over ([`Gate`]); batches of calls within the
 //! rate ([`Batches`]).
 //!
