@@ -40,16 +40,7 @@ pub(super) async fn phases(
             "[node]\nurl = \"{url}\"\nrequests_per_second = {configured}\nmax_concurrency = {}\n{BACKOFF}",
             args.max_concurrency
         );
-        *phase_no += 1;
-        let config = load_config_with(dir, &node, args, name, *phase_no)?;
-        phases.push(
-            measure(
-                name,
-                blocks,
-                pipeline::sync(&config, Target::Latest, CancellationToken::new()),
-            )
-            .await?,
-        );
+        phases.push(sync_phase(dir, &node, args, name, phase_no, blocks).await?);
     }
     limited.shutdown().await;
     config.faults.max_rps = None;
@@ -79,16 +70,7 @@ pub(super) async fn phases(
                 provider.http_url()
             );
         }
-        *phase_no += 1;
-        let config = load_config_with(dir, &node, args, name, *phase_no)?;
-        phases.push(
-            measure(
-                name,
-                blocks,
-                pipeline::sync(&config, Target::Latest, CancellationToken::new()),
-            )
-            .await?,
-        );
+        phases.push(sync_phase(dir, &node, args, name, phase_no, blocks).await?);
     }
     for provider in providers {
         provider.shutdown().await;
@@ -96,6 +78,25 @@ pub(super) async fn phases(
     shared.shutdown().await;
     let lines = compare(&phases, rate);
     Ok((phases, lines))
+}
+
+/// One phase: `sync --to latest` with `node` as the config's `[node]`, into a fresh database.
+async fn sync_phase(
+    dir: &Path,
+    node: &str,
+    args: &BenchArgs,
+    name: &'static str,
+    phase_no: &mut usize,
+    blocks: u64,
+) -> Result<Phase, Error> {
+    *phase_no += 1;
+    let config = load_config_with(dir, node, args, name, *phase_no)?;
+    measure(
+        name,
+        blocks,
+        pipeline::sync(&config, Target::Latest, CancellationToken::new()),
+    )
+    .await
 }
 
 async fn start(config: DevNodeConfig) -> Result<DevNode, Error> {

@@ -82,6 +82,17 @@ fn chain(log_timestamps: bool) -> DevNodeConfig {
 /// Ranges of at most this many blocks: requests enough (a few hundred) for a learned rate to settle.
 const SMALL_RANGES: &str = "initial_block_range = 20\nmax_block_range = 20";
 
+/// Asserts that the node refused `refused` requests for its limit, at least one (the limit was met) and at
+/// most a tenth of the requests it got.
+fn assert_met_a_tenth_at_most(refused: u64, stats: &devnode::StatsSnapshot) {
+    assert!(refused > 0, "the key's limit was never met: {stats:#?}");
+    assert!(
+        refused * 10 <= stats.http_requests,
+        "{refused} of {} requests refused for the key's limit",
+        stats.http_requests
+    );
+}
+
 /// Goal: a key whose real limit is a third of `requests_per_second` ends exact, with refusals a small
 /// share of calls. Method: the node refuses (429) past `LIMIT` calls a second, batch items counted; the
 /// config says three times that; the sync must succeed and match the ground truth.
@@ -104,16 +115,7 @@ async fn a_key_limited_below_the_configured_rate_ends_exact(backend: Backend, st
     );
     let report = sync_exact(&path, &node, &work).await;
     let stats = node.stats();
-    assert!(
-        stats.over_max_rps > 0,
-        "the key's limit was never met: {stats:#?}"
-    );
-    assert!(
-        stats.over_max_rps * 10 <= stats.http_requests,
-        "{} of {} requests refused for the rate",
-        stats.over_max_rps,
-        stats.http_requests
-    );
+    assert_met_a_tenth_at_most(stats.over_max_rps, &stats);
     assert_eq!(report.rate_limited, stats.status(429), "{report:?}");
 }
 
@@ -152,16 +154,7 @@ async fn a_key_metered_by_credits_below_the_configured_rate_ends_exact(backend: 
     );
     sync_exact(&path, &node, &work).await;
     let stats = node.stats();
-    assert!(
-        stats.over_max_cps > 0,
-        "the key's limit was never met: {stats:#?}"
-    );
-    assert!(
-        stats.over_max_cps * 10 <= stats.http_requests,
-        "{} of {} requests refused for credits",
-        stats.over_max_cps,
-        stats.http_requests
-    );
+    assert_met_a_tenth_at_most(stats.over_max_cps, &stats);
 }
 both_backends!(a_key_metered_by_credits_below_the_configured_rate_ends_exact);
 
