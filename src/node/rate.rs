@@ -53,6 +53,16 @@ const MIN_WINDOW_COST: u32 = 4;
 /// refusal by chance is rare, and windows without one (where the rate climbs back) are common.
 const SMALL_WINDOW_COST: u32 = 50;
 
+/// A refusal never lowers the rate below this share of what the provider has shown it answers in a
+/// window (the most it answered in one, recently): refusals that come whatever the rate (a provider
+/// shedding a quarter of its requests) would otherwise lower it window after window to its floor, while a
+/// real limit keeps what it answers at the limit, so the floor sits just under it.
+const DEMONSTRATED_SHARE: f64 = 0.9;
+
+/// What the provider answered in its best window counts for less by this share per window since, so a
+/// provider whose limit really dropped is followed down within a minute or two.
+const DEMONSTRATED_DECAY: f64 = 0.99;
+
 /// Below this share of the last refused rate the rate climbs back fast (it was lowered past what the
 /// provider takes); above it, slowly (it is near the provider's limit).
 const KNEE: f64 = 0.9;
@@ -74,6 +84,8 @@ pub(super) struct Learned {
     refused_at: Option<f64>,
     /// When the rate was last lowered: refusals of requests sent before it are of the old rate.
     lowered_at: Option<Instant>,
+    /// The most the provider answered in one window, and when, decaying by [`DEMONSTRATED_DECAY`].
+    demonstrated: Option<(f64, Instant)>,
 }
 
 impl Learned {
@@ -85,6 +97,23 @@ impl Learned {
             current: ceiling,
             refused_at: None,
             lowered_at: None,
+            demonstrated: None,
+        }
+    }
+
+    /// What the provider has shown it answers in a window, at `now`.
+    fn demonstrated(&self, now: Instant) -> f64 {
+        self.demonstrated.map_or(0.0, |(answered, at)| {
+            let windows = now.saturating_duration_since(at).as_secs_f64() / WINDOW.as_secs_f64();
+            answered * DEMONSTRATED_DECAY.powf(windows)
+        })
+    }
+
+    /// The provider answered `answered` (cost) in the window up to `now`.
+    pub(super) fn answered_in_window(&mut self, answered: u32, now: Instant) {
+        let answered = f64::from(answered);
+        if answered >= self.demonstrated(now) {
+            self.demonstrated = Some((answered, now));
         }
     }
 
@@ -117,7 +146,13 @@ impl Learned {
             return false;
         }
         let answered = f64::from(seen.answered);
-        let lowered = answered.clamp(self.current * MAX_DECREASE, self.current * DECREASE);
+        let floor = self.demonstrated(now) * DEMONSTRATED_SHARE;
+        let lowered = answered
+            .clamp(self.current * MAX_DECREASE, self.current * DECREASE)
+            .max(floor);
+        if lowered >= self.current {
+            return false;
+        }
         self.refused_at = Some(answered.max(lowered));
         self.current = lowered.max(1.0);
         self.lowered_at = Some(now);
@@ -241,12 +276,16 @@ impl Rate {
 
     /// A request of `cost` was answered: climb if the window held no refusal.
     pub(super) fn succeeded(&self, cost: u32) {
-        let clean = {
+        let now = Instant::now();
+        let seen = {
             let mut outcomes = self.outcomes.lock().unwrap_or_else(PoisonError::into_inner);
-            outcomes.add(Instant::now(), cost, true);
-            outcomes.seen.refused == 0
+            outcomes.add(now, cost, true);
+            outcomes.seen
         };
-        self.learn(|learned| learned.succeeded(cost, clean));
+        self.learn(|learned| {
+            learned.answered_in_window(seen.answered, now);
+            learned.succeeded(cost, seen.refused == 0);
+        });
     }
 
     /// A request of `cost` sent at `sent` was refused for the rate: lower it when the window says so
@@ -412,9 +451,32 @@ mod tests {
         assert_eq!(learned.per_window(), 3);
     }
 
-    /// A provider whose real limit is `limit` per window, refusing what a window holds over it: the rate
-    /// learned from a ceiling three times higher settles near the limit, with refusals a small share of
-    /// calls.
+    #[test]
+    fn refusals_whatever_the_rate_stop_lowering_it_under_what_the_provider_answers() {
+        let mut learned = Learned::new(100);
+        let mut now = Instant::now();
+        learned.answered_in_window(75, now);
+        // A quarter refused, every window, three in a row now and then.
+        for _ in 0..20 {
+            now += WINDOW;
+            let rate = learned.per_window();
+            learned.answered_in_window(rate * 3 / 4, now);
+            let seen = Seen {
+                answered: rate * 3 / 4,
+                refused: rate / 4,
+                in_a_row: 3,
+            };
+            learned.refused(now, now, seen);
+        }
+        // Not below 0.9 of the 75 answered, less the decay of twenty windows.
+        let floor = 75.0 * DEMONSTRATED_SHARE * DEMONSTRATED_DECAY.powi(20);
+        assert!(
+            f64::from(learned.per_window()) >= floor.floor() - 1.0,
+            "{} under {floor}",
+            learned.per_window()
+        );
+    }
+
     #[test]
     fn a_refusal_now_and_then_among_answers_keeps_the_rate() {
         let mut learned = Learned::new(100);
@@ -435,6 +497,9 @@ mod tests {
         assert_eq!(learned.per_window(), 100);
     }
 
+    /// A provider whose real limit is `limit` per window, refusing what a window holds over it: the rate
+    /// learned from a ceiling three times higher settles near the limit, with refusals a small share of
+    /// calls.
     #[test]
     fn a_rate_learned_from_refusals_settles_near_the_real_limit() {
         let limit = 8;
