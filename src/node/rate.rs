@@ -59,9 +59,12 @@ const SMALL_WINDOW_COST: u32 = 50;
 /// real limit keeps what it answers at the limit, so the floor sits just under it.
 const DEMONSTRATED_SHARE: f64 = 0.9;
 
-/// What the provider answered in its best window counts for less by this share per window since, so a
-/// provider whose limit really dropped is followed down within a minute or two.
-const DEMONSTRATED_DECAY: f64 = 0.99;
+/// What the provider answered in its best window counts for less by this share per window since. Slow on
+/// purpose: under refusals that come whatever the rate, what is answered shrinks with the rate, so a fast
+/// decay would follow the rate down (measured: 0.99 lost half the rate in a minute under a quarter of
+/// requests refused); a provider whose limit really dropped is followed down in about ten minutes (0.999
+/// per 1.1 s window halves in ~13), its refusals retried meanwhile.
+const DEMONSTRATED_DECAY: f64 = 0.999;
 
 /// Below this share of the last refused rate the rate climbs back fast (it was lowered past what the
 /// provider takes); above it, slowly (it is near the provider's limit).
@@ -456,8 +459,9 @@ mod tests {
         let mut learned = Learned::new(100);
         let mut now = Instant::now();
         learned.answered_in_window(75, now);
-        // A quarter refused, every window, three in a row now and then.
-        for _ in 0..20 {
+        // A quarter refused whatever the rate, every window, three in a row each time: what is answered
+        // shrinks with the rate.
+        for _ in 0..50 {
             now += WINDOW;
             let rate = learned.per_window();
             learned.answered_in_window(rate * 3 / 4, now);
@@ -468,13 +472,8 @@ mod tests {
             };
             learned.refused(now, now, seen);
         }
-        // Not below 0.9 of the 75 answered, less the decay of twenty windows.
-        let floor = 75.0 * DEMONSTRATED_SHARE * DEMONSTRATED_DECAY.powi(20);
-        assert!(
-            f64::from(learned.per_window()) >= floor.floor() - 1.0,
-            "{} under {floor}",
-            learned.per_window()
-        );
+        // Fifty windows later, still at least 0.6 of the 75 it answered at first.
+        assert!(learned.per_window() >= 45, "{}", learned.per_window());
     }
 
     #[test]
