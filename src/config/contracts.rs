@@ -1,6 +1,6 @@
-//! `[[contracts]]`: names, addresses (EIP-55 checked), factories and filters, and the checks across
-//! entries (unique names and tables, factories resolved, filtered addresses not shared). Events are
-//! `config::events`'.
+//! `[[contracts]]`: names, chains, addresses (EIP-55 checked), factories and filters, and the checks across
+//! entries (names unique on a chain, the same name on two chains with the same tables, tables unique,
+//! factories resolved and filtered addresses not shared within a chain). Events are `config::events`'.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -13,7 +13,7 @@ use super::events::events;
 use super::factory::{self, WrittenFactory};
 use super::filters;
 use super::raw::{ArrayOr, Leaf, RawContract, TableOr};
-use super::ContractConfig;
+use super::{ChainConfig, ContractConfig};
 use crate::decode;
 
 const FIX: &str = "add a [[contracts]] section with name, address, and abi or events";
@@ -23,7 +23,7 @@ pub(super) fn contracts(
     checker: &mut Checker<'_>,
     raw: Option<&Spanned<ArrayOr<Spanned<TableOr<RawContract>>>>>,
     base_dir: &Path,
-    default_start_block: u64,
+    chains: &[ChainConfig],
 ) -> Vec<ContractConfig> {
     let Some(raw) = raw else {
         checker.error(None, "contracts", "no contracts are configured", FIX);
@@ -48,10 +48,11 @@ pub(super) fn contracts(
     let mut contracts: Vec<ContractConfig> = Vec::new();
     // The field name of each of `contracts` and the span of its `filters`, for checks across entries.
     let mut sections: Vec<(String, Option<Span>)> = Vec::new();
-    // Table name -> the contract section that owns it, to catch `token_a` + `Transfer` vs `token` + `ATransfer`.
-    let mut table_owners: HashMap<String, String> = HashMap::new();
-    // Snake-cased name -> the contract section that has it.
-    let mut names: HashMap<String, String> = HashMap::new();
+    // Table name -> the contract (name, section) that owns it, to catch `token_a` + `Transfer` vs `token` +
+    // `ATransfer`; the same name on another chain shares its tables.
+    let mut table_owners: HashMap<String, (String, String)> = HashMap::new();
+    // (chain, snake-cased name) -> the contract section that has it.
+    let mut names: HashMap<(String, String), String> = HashMap::new();
     // (index in `contracts`, its factory as written): resolved once every entry is read.
     let mut factories: Vec<(usize, WrittenFactory)> = Vec::new();
     for (contract_idx, entry) in entries.iter().enumerate() {
@@ -59,11 +60,12 @@ pub(super) fn contracts(
         let Some((table, at)) = checker.table(Some(entry), &section, FIX) else {
             continue;
         };
+        let chain = chain(checker, &section, table, &at, chains);
         let name_at = table.name.as_ref().map(Spanned::span);
         // Checked here, not on the built contract, so a duplicate is reported even when the first fails.
         if let Some(Value::String(raw)) = table.name.as_ref().map(Spanned::get_ref) {
-            let name = decode::snake_case(raw);
-            if let Some(other) = names.get(&name) {
+            let key = (chain.name.clone(), decode::snake_case(raw));
+            if let Some(other) = names.get(&key) {
                 checker.error(
                     name_at.as_ref(),
                     &field(&section, "name"),
@@ -71,31 +73,163 @@ pub(super) fn contracts(
                     "give each contract its own name (names are compared in snake case)",
                 );
             } else {
-                names.insert(name, section.clone());
+                names.insert(key, section.clone());
             }
         }
-        let Some((contract, written_factory)) =
-            contract(checker, &section, table, &at, base_dir, default_start_block)
+        let Some((mut contract, written_factory)) =
+            contract(checker, &section, table, &at, base_dir, chain.start_block)
         else {
             continue;
         };
+        contract.chain = chain.name.clone();
         factories.extend(written_factory.map(|written| (contracts.len(), written)));
         for event in &contract.events {
-            if let Some(owner) = table_owners.insert(event.table.clone(), section.clone()) {
-                checker.error(
+            let owner = (contract.name.clone(), section.clone());
+            match table_owners.insert(event.table.clone(), owner) {
+                Some((owner_name, owner)) if owner_name != contract.name => checker.error(
                     name_at.as_ref(),
                     &field(&section, "name"),
                     format!("table {} is also a table of {owner}", event.table),
                     "rename one of the contracts",
-                );
+                ),
+                _ => {}
             }
         }
         contracts.push(contract);
         sections.push((section, table.filters.as_ref().map(Spanned::span)));
     }
-    resolve_factories(checker, &mut contracts, &sections, factories);
-    filters::check_shared_addresses(checker, &contracts, &sections);
+    check_same_events(checker, &contracts, &sections);
+    for chain in chains {
+        per_chain(
+            checker,
+            &mut contracts,
+            &sections,
+            &mut factories,
+            &chain.name,
+        );
+    }
     contracts
+}
+
+/// The chain of an entry: its `chain`, which must name one of `chains`; required when there are several.
+/// A missing or unknown one is reported and the first chain stands in, so the rest is still checked.
+fn chain<'c>(
+    checker: &mut Checker<'_>,
+    section: &str,
+    table: &RawContract,
+    at: &Span,
+    chains: &'c [ChainConfig],
+) -> &'c ChainConfig {
+    let names: Vec<&str> = chains.iter().map(|c| c.name.as_str()).collect();
+    let chain_field = field(section, "chain");
+    let written = match &table.chain {
+        None if chains.len() > 1 => {
+            checker.error(
+                Some(at),
+                &chain_field,
+                "is missing, and the config has several chains",
+                format!(
+                    "name the contract's chain: chain = one of {}",
+                    quoted(&names)
+                ),
+            );
+            None
+        }
+        None => None,
+        Some(leaf) => checker.string(Some(leaf), &chain_field).map(|s| (s, leaf)),
+    };
+    let Some((setting, _)) = written else {
+        return &chains[0];
+    };
+    match chains.iter().find(|c| c.name == setting.value) {
+        Some(chain) => chain,
+        None => {
+            let fix = match chains.len() {
+                1 if chains[0].name == super::DEFAULT_CHAIN => {
+                    "remove chain (the config's one chain is [node], named \"default\"), or write the chains as [chains.NAME] tables".to_owned()
+                }
+                _ => format!("define [chains.{}], or use one of {}", setting.value, quoted(&names)),
+            };
+            checker.error(
+                Some(&setting.span),
+                &chain_field,
+                format!("\"{}\" is not a chain of this config", setting.raw),
+                fix,
+            );
+            &chains[0]
+        }
+    }
+}
+
+/// `"a", "b"`.
+fn quoted(names: &[&str]) -> String {
+    let quoted: Vec<String> = names.iter().map(|n| format!("\"{n}\"")).collect();
+    quoted.join(", ")
+}
+
+/// The same name on two chains shares its tables: the entries must declare the same events.
+fn check_same_events(
+    checker: &mut Checker<'_>,
+    contracts: &[ContractConfig],
+    sections: &[(String, Option<Span>)],
+) {
+    let tables = |c: &ContractConfig| -> Vec<(String, String)> {
+        let mut tables: Vec<_> = c
+            .events
+            .iter()
+            .map(|e| (e.table.clone(), e.event.full_signature()))
+            .collect();
+        tables.sort();
+        tables
+    };
+    for (idx, contract) in contracts.iter().enumerate() {
+        let first = contracts[..idx]
+            .iter()
+            .position(|c| c.name == contract.name && c.chain != contract.chain);
+        let Some(first) = first else {
+            continue;
+        };
+        if tables(&contracts[first]) != tables(contract) {
+            checker.error(
+                None,
+                &field(&sections[idx].0, "name"),
+                format!(
+                    "\"{}\" on chain {} has other events than {} on chain {}, and both would share its tables",
+                    contract.name, contract.chain, sections[first].0, contracts[first].chain
+                ),
+                "give both entries the same abi and events, or give one another name",
+            );
+        }
+    }
+}
+
+/// Factories and filtered addresses of the entries of `chain`: a factory is another entry of its chain,
+/// and an address is shared only with entries of its chain.
+fn per_chain(
+    checker: &mut Checker<'_>,
+    contracts: &mut [ContractConfig],
+    sections: &[(String, Option<Span>)],
+    factories: &mut Vec<(usize, WrittenFactory)>,
+    chain: &str,
+) {
+    let members: Vec<usize> = (0..contracts.len())
+        .filter(|&idx| contracts[idx].chain == chain)
+        .collect();
+    let mut group: Vec<ContractConfig> = members.iter().map(|&i| contracts[i].clone()).collect();
+    let group_sections: Vec<_> = members.iter().map(|&i| sections[i].clone()).collect();
+    let (mine, others): (Vec<_>, Vec<_>) = std::mem::take(factories)
+        .into_iter()
+        .partition(|(idx, _)| members.contains(idx));
+    *factories = others;
+    let mine = mine
+        .into_iter()
+        .filter_map(|(idx, written)| Some((members.iter().position(|m| *m == idx)?, written)))
+        .collect();
+    resolve_factories(checker, &mut group, &group_sections, mine);
+    filters::check_shared_addresses(checker, &group, &group_sections);
+    for (idx, contract) in members.into_iter().zip(group) {
+        contracts[idx] = contract;
+    }
 }
 
 /// Resolves each child's factory against the other entries, once all are read.
@@ -179,6 +313,7 @@ fn contract(
     Some((
         ContractConfig {
             name: name?,
+            chain: String::new(),
             addresses: addresses?,
             start_block,
             events,

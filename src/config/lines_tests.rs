@@ -212,6 +212,9 @@ fn docs_config_md_lists_every_declared_key() {
                 _ => {
                     let heading = match section {
                         "node.providers[]" => "### `[[node.providers]]`".to_owned(),
+                        // A chain's providers take the keys of `[[node.providers]]`.
+                        "chains.*.providers[]" => "### `[[node.providers]]`".to_owned(),
+                        "chains.*" => "## `[chains.NAME]`".to_owned(),
                         "contracts[]" => "## `[[contracts]]`".to_owned(),
                         "contracts[].factory" => "### `factory`".to_owned(),
                         other => format!("## `[{other}]`"),

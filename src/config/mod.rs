@@ -9,8 +9,16 @@
 //! Rules:
 //! - `${VAR}` is replaced in every string value; an unset variable is an error. Messages quote the value as
 //!   written (with `${VAR}`), URLs only in redacted form, so no interpolated secret reaches a message.
-//! - `[node]` is one provider (`node.url`) or the defaults of each `[[node.providers]]` entry (see
-//!   `config::providers`); provider names are unique.
+//! - `[node]` is one chain, named [`DEFAULT_CHAIN`]; several are `[chains.NAME]` tables, each with every key
+//!   of `[node]` and its own `chain_id`, `finality`, `max_reorg_depth`, `poll_interval` and `start_block`
+//!   over `[sync]`'s (see `config::chains`). `[node]` and `[chains]` exclude each other; two chains never
+//!   declare one `chain_id`. The pipeline reads one chain at a time, through [`Config::for_chain`].
+//! - A chain's table (`[node]` or `[chains.NAME]`) is one provider (`url`) or the defaults of each
+//!   `providers` entry (see `config::providers`); provider names are unique within the chain.
+//! - A contract's `chain` names one of the chains, and is required when there are several. Names are unique
+//!   on a chain; the same name on two chains shares its tables, so both entries declare the same events. A
+//!   factory is an entry of its child's chain, and filtered addresses are checked against that chain's
+//!   entries only.
 //! - `node.transport` defaults to `ws` when `node.url` is `ws(s)://`, else `http`. With `ws` and no `ws_url`,
 //!   the WebSocket URL is derived from `url` (http -> ws, https -> wss, `/v3/` -> `/ws/v3/`); for `sim://` it
 //!   stays `None` (the pipeline starts the built-in node and knows its address).
@@ -28,6 +36,7 @@
 //! - Two anonymous events of one contract with the same number of indexed parameters are an error: with no
 //!   selector topic, nothing in a log tells them apart.
 
+mod chains;
 mod check;
 mod contracts;
 mod endpoint;
@@ -50,13 +59,19 @@ use std::time::Duration;
 use alloy_json_abi::Event;
 use alloy_primitives::{Address, B256};
 
+/// The name of the one chain of a config with `[node]` (no `[chains]`).
+pub const DEFAULT_CHAIN: &str = "default";
+
 /// A fully validated configuration.
 #[derive(Debug, Clone)]
 pub struct Config {
     /// The file this was read from (used in messages).
     pub source: PathBuf,
-    /// `[node]`.
+    /// The first chain's providers: with one chain (`[node]`, or one view of [`Config::for_chain`]) the
+    /// chain's. With several, read each chain's through [`Config::for_chain`].
     pub node: NodeConfig,
+    /// `[node]` as the chain [`DEFAULT_CHAIN`], or the `[chains.NAME]` tables in file order; never empty.
+    pub chains: Vec<ChainConfig>,
     /// `[database]`.
     pub database: DatabaseConfig,
     /// `[sync]`.
@@ -65,6 +80,55 @@ pub struct Config {
     pub contracts: Vec<ContractConfig>,
     /// `[metrics]`: absent, no metrics or health endpoint is served.
     pub metrics: Option<MetricsConfig>,
+}
+
+impl Config {
+    /// Whether the config names several chains (then each runs through [`Config::for_chain`]).
+    pub fn is_multichain(&self) -> bool {
+        self.chains.len() > 1
+    }
+
+    /// The chains' names, in file order.
+    pub fn chain_names(&self) -> Vec<&str> {
+        self.chains.iter().map(|c| c.name.as_str()).collect()
+    }
+
+    /// The config as one chain sees it: that chain's providers in `node`, its finality, reorg window and
+    /// poll interval in `sync`, its contracts only, and itself as the only chain. `None` for a name that is
+    /// not a chain of the config.
+    pub fn for_chain(&self, name: &str) -> Option<Config> {
+        let chain = self.chains.iter().find(|c| c.name == name)?;
+        let mut view = self.clone();
+        view.node = chain.node.clone();
+        view.sync.finality = chain.finality;
+        view.sync.max_reorg_depth = chain.max_reorg_depth;
+        view.sync.poll_interval = chain.poll_interval;
+        view.sync.start_block = chain.start_block;
+        view.contracts.retain(|c| c.chain == name);
+        view.chains = vec![chain.clone()];
+        Some(view)
+    }
+}
+
+/// One chain: `[node]` (named [`DEFAULT_CHAIN`]) or a `[chains.NAME]` table, its `[sync]` overrides
+/// resolved.
+#[derive(Debug, Clone)]
+pub struct ChainConfig {
+    /// The table's name (`default` for `[node]`): shown in logs, `status`, metrics (`chain` label) and
+    /// recorded in the database beside the chain id.
+    pub name: String,
+    /// `chain_id`: the `eth_chainId` its providers must answer; absent, whatever they agree on.
+    pub chain_id: Option<u64>,
+    /// Its providers.
+    pub node: NodeConfig,
+    /// `finality`, default `sync.finality`.
+    pub finality: Finality,
+    /// `max_reorg_depth`, default `sync.max_reorg_depth`.
+    pub max_reorg_depth: u64,
+    /// `poll_interval`, default `sync.poll_interval`.
+    pub poll_interval: Duration,
+    /// `start_block`, default `sync.start_block`: for its contracts without their own.
+    pub start_block: u64,
 }
 
 /// `[metrics]`: where Prometheus text (`/metrics`) and the health check (`/health`) are served.
@@ -264,8 +328,11 @@ pub struct SyncConfig {
 /// One `[[contracts]]` entry.
 #[derive(Debug, Clone)]
 pub struct ContractConfig {
-    /// `name`, validated as `[a-z][a-z0-9_]*` after snake-casing; unique.
+    /// `name`, validated as `[a-z][a-z0-9_]*` after snake-casing; unique on its chain (the same name on
+    /// several chains shares its tables, so it has the same events on each).
     pub name: String,
+    /// `chain`: the name of the chain it is on (the only chain's when there is one).
+    pub chain: String,
     /// `address` or `addresses`, at least one, deduplicated.
     pub addresses: Vec<Address>,
     /// `start_block`, or `sync.start_block`.
@@ -413,16 +480,13 @@ pub fn load_str(
 
 /// The validation pass: every section of `root` typed and checked, every problem recorded in `checker`.
 fn validate(checker: &mut check::Checker<'_>, path: &Path, root: &raw::RawConfig) -> Config {
-    const NODE_FIX: &str = "add a [node] section with url = \"https://...\" or \"sim://\"";
     const DATABASE_FIX: &str = "add a [database] section with url = \"sqlite://logslice.db\"";
-    if root.node.is_none() {
-        checker.error(None, "node", "is missing", NODE_FIX);
-    }
-    let node = checker.table(root.node.as_ref(), "node", "write it as a [node] section");
-    let node = match node {
-        Some((table, span)) => providers::node(checker, table, Some(&span)),
-        None => providers::node(checker, &raw::RawNode::default(), None),
-    };
+    // A chain's defaults are `[sync]`'s, but messages keep the sections' order: the node's first.
+    let before_sync = checker.errors.len();
+    let sync = checker.table(root.sync.as_ref(), "sync", "write it as a [sync] section");
+    let sync = sections::sync(checker, sync.map_or(&raw::RawSync::default(), |(t, _)| t));
+    let sync_errors = checker.errors.split_off(before_sync);
+    let chains = chains::chains(checker, root, &sync);
     if root.database.is_none() {
         checker.error(None, "database", "is missing", DATABASE_FIX);
     }
@@ -435,11 +499,9 @@ fn validate(checker: &mut check::Checker<'_>, path: &Path, root: &raw::RawConfig
         Some((table, span)) => sections::database(checker, table, Some(&span)),
         None => sections::database(checker, &raw::RawDatabase::default(), None),
     };
-    let sync = checker.table(root.sync.as_ref(), "sync", "write it as a [sync] section");
-    let sync = sections::sync(checker, sync.map_or(&raw::RawSync::default(), |(t, _)| t));
+    checker.errors.extend(sync_errors);
     let base_dir = path.parent().unwrap_or(Path::new(""));
-    let contracts =
-        contracts::contracts(checker, root.contracts.as_ref(), base_dir, sync.start_block);
+    let contracts = contracts::contracts(checker, root.contracts.as_ref(), base_dir, &chains);
     let metrics = checker
         .table(
             root.metrics.as_ref(),
@@ -449,7 +511,8 @@ fn validate(checker: &mut check::Checker<'_>, path: &Path, root: &raw::RawConfig
         .and_then(|(table, span)| sections::metrics(checker, table, &span));
     Config {
         source: path.to_path_buf(),
-        node,
+        node: chains[0].node.clone(),
+        chains,
         database,
         sync,
         contracts,
@@ -475,3 +538,7 @@ mod lines_tests;
 #[cfg(test)]
 #[path = "providers_tests.rs"]
 mod providers_tests;
+
+#[cfg(test)]
+#[path = "chains_tests.rs"]
+mod chains_tests;

@@ -24,55 +24,71 @@ use super::{
 };
 
 const URL_FIX: &str = "write sim://, https://host/path or wss://host/path";
-const PROVIDERS_FIX: &str =
-    "write each provider as a [[node.providers]] section with url = \"https://...\"";
+/// How to write `section`'s providers, e.g. `[[node.providers]]`.
+fn providers_fix(section: &str) -> String {
+    format!("write each provider as a [[{section}.providers]] section with url = \"https://...\"")
+}
 
-/// `[node]`: its providers; `at` is the table's span, for the keys it lacks.
-pub(super) fn node(checker: &mut Checker<'_>, table: &RawNode, at: Option<&Span>) -> NodeConfig {
+/// `[node]` or `[chains.NAME]` (`section`): its providers; `at` is the table's span, for the keys it lacks.
+pub(super) fn node(
+    checker: &mut Checker<'_>,
+    section: &str,
+    table: &RawNode,
+    at: Option<&Span>,
+) -> NodeConfig {
     let keys = Keys::of_node(table);
     let Some(raw_providers) = &table.providers else {
-        let provider = provider(checker, "node", &keys, at, &Limits::default(), Scope::Alone);
+        let provider = provider(
+            checker,
+            section,
+            &keys,
+            at,
+            &Limits::default(),
+            Scope::Alone,
+        );
         return NodeConfig {
             providers: vec![provider.config],
         };
     };
+    let providers_field = field(section, "providers");
     for (key, leaf) in [("url", &table.url), ("ws_url", &table.ws_url)] {
         if let Some(leaf) = leaf {
             checker.error(
                 Some(&leaf.span()),
-                &field("node", key),
-                "is set together with node.providers",
+                &field(section, key),
+                format!("is set together with {providers_field}"),
                 format!(
-                    "use one or the other: node.url for one provider, or {key} in each [[node.providers]] entry"
+                    "use one or the other: {section}.url for one provider, or {key} in each [[{providers_field}]] entry"
                 ),
             );
         }
     }
-    let defaults = limits(checker, "node", &keys, &Limits::default(), Scope::Defaults);
+    let defaults = limits(checker, section, &keys, &Limits::default(), Scope::Defaults);
     let mut providers = Vec::new();
     match raw_providers.get_ref() {
         ArrayOr::Other(kind) => checker.error(
             Some(&raw_providers.span()),
-            "node.providers",
+            &providers_field,
             format!("is a {kind}, not an array of tables"),
-            PROVIDERS_FIX,
+            providers_fix(section),
         ),
         ArrayOr::Array(entries) if entries.is_empty() => checker.error(
             Some(&raw_providers.span()),
-            "node.providers",
+            &providers_field,
             "is empty",
-            "add a [[node.providers]] section with url = \"https://...\", or remove node.providers and set node.url",
+            format!("add a [[{providers_field}]] section with url = \"https://...\", or remove {providers_field} and set {section}.url"),
         ),
         ArrayOr::Array(entries) => {
             for (provider_idx, entry) in entries.iter().enumerate() {
-                let section = format!("node.providers[{provider_idx}]");
-                let Some((raw, span)) = checker.table(Some(entry), &section, PROVIDERS_FIX) else {
+                let entry_section = format!("{providers_field}[{provider_idx}]");
+                let fix = providers_fix(section);
+                let Some((raw, span)) = checker.table(Some(entry), &entry_section, &fix) else {
                     continue;
                 };
                 let own = Keys::of_provider(raw);
-                let scope = Scope::Entry(&keys);
-                let provider = provider(checker, &section, &own, Some(&span), &defaults, scope);
-                providers.push((section, provider));
+                let scope = Scope::Entry(&keys, section);
+                let provider = provider(checker, &entry_section, &own, Some(&span), &defaults, scope);
+                providers.push((entry_section, provider));
             }
         }
     }
@@ -147,8 +163,8 @@ enum Scope<'k> {
     Alone,
     /// `[node]` with `providers`: the defaults of the entries.
     Defaults,
-    /// A `[[node.providers]]` entry, over `[node]`'s keys (these).
-    Entry(&'k Keys<'k>),
+    /// A `[[node.providers]]` entry, over `[node]`'s keys (these, written in that section).
+    Entry(&'k Keys<'k>, &'k str),
 }
 
 /// `transport` as typed, with where it is written (the check against the URL's scheme names it).
@@ -424,11 +440,13 @@ fn check_backoffs(
         humantime::format_duration(max_backoff),
     );
     let (written_in, written) = match scope {
-        Scope::Entry(node) if keys.initial_backoff.is_none() && keys.max_backoff.is_none() => {
+        Scope::Entry(node, node_section)
+            if keys.initial_backoff.is_none() && keys.max_backoff.is_none() =>
+        {
             if writes_both(node) {
                 return;
             }
-            ("node", node)
+            (node_section, node)
         }
         _ => (section, keys),
     };

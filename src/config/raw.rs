@@ -23,8 +23,10 @@ pub(super) type Leaf = Spanned<Value>;
 /// The whole file.
 #[derive(Debug, Default, serde::Deserialize)]
 pub(super) struct RawConfig {
-    /// `[node]`: where the JSON-RPC service is and how hard to use it.
+    /// `[node]`: where the JSON-RPC service is and how hard to use it (the one chain, `default`).
     pub node: Option<Spanned<TableOr<RawNode>>>,
+    /// `[chains.NAME]`: several chains, each with the keys of `[node]` and its own overrides of `[sync]`.
+    pub chains: Option<Spanned<TableOr<RawChains>>>,
     /// `[database]`: where the rows go.
     pub database: Option<Spanned<TableOr<RawDatabase>>>,
     /// `[sync]`: ranges, batches, finality and what is stored besides logs.
@@ -35,7 +37,11 @@ pub(super) struct RawConfig {
     pub metrics: Option<Spanned<TableOr<RawMetrics>>>,
 }
 
-/// `[node]`: one provider (`url`), or the defaults of the `providers` entries.
+/// `[chains]`: chain name -> its table.
+pub(super) type RawChains = BTreeMap<String, Spanned<TableOr<RawNode>>>;
+
+/// `[node]` or one `[chains.NAME]`: one provider (`url`), or the defaults of the `providers` entries. The
+/// keys from `chain_id` on are a chain's own ([`CHAIN_KEYS`]): refused in `[node]`.
 #[derive(Debug, Default, serde::Deserialize)]
 pub(super) struct RawNode {
     /// String, required without `providers`, refused with it: `sim://...`, `http(s)://...` or `ws(s)://...`.
@@ -64,7 +70,26 @@ pub(super) struct RawNode {
     pub max_response_bytes: Option<Leaf>,
     /// `[[node.providers]]`: several providers of the chain, at least one.
     pub providers: Option<Spanned<ArrayOr<Spanned<TableOr<RawProvider>>>>>,
+    /// Integer, at least 1: the `eth_chainId` the chain's providers must answer.
+    pub chain_id: Option<Leaf>,
+    /// Like `sync.finality`, for this chain.
+    pub finality: Option<Leaf>,
+    /// Like `sync.max_reorg_depth`, for this chain.
+    pub max_reorg_depth: Option<Leaf>,
+    /// Like `sync.poll_interval`, for this chain.
+    pub poll_interval: Option<Leaf>,
+    /// Like `sync.start_block`, for this chain's contracts without their own.
+    pub start_block: Option<Leaf>,
 }
+
+/// The keys of [`RawNode`] only a `[chains.NAME]` table may hold.
+pub(super) const CHAIN_KEYS: [&str; 5] = [
+    "chain_id",
+    "finality",
+    "max_reorg_depth",
+    "poll_interval",
+    "start_block",
+];
 
 /// One `[[node.providers]]` entry: the keys of `[node]` (each defaulting to `[node]`'s) and `name`.
 #[derive(Debug, Default, serde::Deserialize)]
@@ -160,6 +185,8 @@ pub(super) struct RawMetrics {
 pub(super) struct RawContract {
     /// String, required; snake-cased.
     pub name: Option<Leaf>,
+    /// String: the `[chains.NAME]` it is on; required when there are several.
+    pub chain: Option<Leaf>,
     /// String: one address.
     pub address: Option<Leaf>,
     /// Array of strings: several addresses.
@@ -193,13 +220,18 @@ pub(super) struct RawFactory {
     pub parameter: Option<Leaf>,
 }
 
-/// Every table of the file, as the path `config::unknown` builds (`[]` for an array's element), with the
-/// keys its serde type declares, in declaration order.
-pub(super) fn sections() -> [(&'static str, &'static [&'static str]); 8] {
+/// Every table of the file, as the path `config::unknown` builds (`[]` for an array's element, `*` for a
+/// chain's name), with the keys its serde type declares, in declaration order.
+pub(super) fn sections() -> [(&'static str, &'static [&'static str]); 10] {
+    let node = keys_of::<RawNode>();
+    // `[node]`'s keys are a chain's but its own (declared last).
+    let node_keys = &node[..node.len() - CHAIN_KEYS.len()];
     [
         ("", keys_of::<RawConfig>()),
-        ("node", keys_of::<RawNode>()),
+        ("node", node_keys),
         ("node.providers[]", keys_of::<RawProvider>()),
+        ("chains.*", node),
+        ("chains.*.providers[]", keys_of::<RawProvider>()),
         ("database", keys_of::<RawDatabase>()),
         ("sync", keys_of::<RawSync>()),
         ("contracts[]", keys_of::<RawContract>()),
@@ -325,5 +357,16 @@ impl<'de, T: Deserialize<'de>> Visitor<'de> for ArrayVisitor<T> {
 impl<'de, T: Deserialize<'de>> Deserialize<'de> for ArrayOr<T> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         deserializer.deserialize_any(ArrayVisitor(PhantomData))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_chains_own_keys_are_the_last_of_the_node_table() {
+        let node = keys_of::<RawNode>();
+        assert_eq!(&node[node.len() - CHAIN_KEYS.len()..], &CHAIN_KEYS[..]);
     }
 }

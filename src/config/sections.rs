@@ -163,7 +163,7 @@ pub(super) fn sync(checker: &mut Checker<'_>, table: &RawSync) -> SyncConfig {
         DEFAULT_START_BLOCK,
         0,
     );
-    let finality = finality(checker, table.finality.as_ref());
+    let finality = finality(checker, table.finality.as_ref(), "sync.finality");
     let initial_block_range = checker.int(
         table.initial_block_range.as_ref(),
         &f("initial_block_range"),
@@ -212,21 +212,12 @@ pub(super) fn sync(checker: &mut Checker<'_>, table: &RawSync) -> SyncConfig {
             "set transactions = true too, or remove transaction_receipts",
         );
     }
-    // Blocks between the window and a deeper finality would be neither final nor hash-tracked: a reorg
-    // there would go unseen.
-    if let Finality::Confirmations(confirmations) = finality {
-        if confirmations > max_reorg_depth {
-            checker.error(
-                table.finality.as_ref().map(|l| l.span()).as_ref(),
-                "sync.finality",
-                format!(
-                    "{confirmations} confirmations is more than sync.max_reorg_depth ({max_reorg_depth}), \
-                     the blocks whose hashes are kept to detect a reorg"
-                ),
-                format!("raise sync.max_reorg_depth to at least {confirmations}, or lower finality"),
-            );
-        }
-    }
+    check_finality_depth(
+        checker,
+        table.finality.as_ref(),
+        ("sync.finality", finality),
+        ("sync.max_reorg_depth", max_reorg_depth),
+    );
     SyncConfig {
         start_block,
         finality,
@@ -278,17 +269,45 @@ pub(super) fn sync(checker: &mut Checker<'_>, table: &RawSync) -> SyncConfig {
     }
 }
 
-/// `sync.finality`: `"finalized"`, or confirmations as an integer or a string of digits.
-fn finality(checker: &mut Checker<'_>, leaf: Option<&super::raw::Leaf>) -> Finality {
+/// Confirmations deeper than the reorg window are an error (reported at `leaf`, where finality is written):
+/// blocks between the window and finality would be neither final nor hash-tracked, so a reorg there would
+/// go unseen.
+pub(super) fn check_finality_depth(
+    checker: &mut Checker<'_>,
+    leaf: Option<&super::raw::Leaf>,
+    (finality_field, finality): (&str, Finality),
+    (depth_field, max_reorg_depth): (&str, u64),
+) {
+    if let Finality::Confirmations(confirmations) = finality {
+        if confirmations > max_reorg_depth {
+            checker.error(
+                leaf.map(|l| l.span()).as_ref(),
+                finality_field,
+                format!(
+                    "{confirmations} confirmations is more than {depth_field} ({max_reorg_depth}), \
+                     the blocks whose hashes are kept to detect a reorg"
+                ),
+                format!("raise {depth_field} to at least {confirmations}, or lower finality"),
+            );
+        }
+    }
+}
+
+/// `sync.finality` (or a chain's, named by `field`): `"finalized"`, or confirmations as an integer or a
+/// string of digits.
+pub(super) fn finality(
+    checker: &mut Checker<'_>,
+    leaf: Option<&super::raw::Leaf>,
+    field: &str,
+) -> Finality {
     const FIX: &str = "write \"finalized\" or a number of confirmations such as 12";
-    const FIELD: &str = "sync.finality";
     let Some(value) = leaf else {
         return Finality::Finalized;
     };
     match value.get_ref() {
-        Value::Integer(_) => Finality::Confirmations(checker.int(leaf, FIELD, 0, 0)),
+        Value::Integer(_) => Finality::Confirmations(checker.int(leaf, field, 0, 0)),
         Value::String(_) => {
-            let Some(setting) = checker.string(leaf, FIELD) else {
+            let Some(setting) = checker.string(leaf, field) else {
                 return Finality::Finalized;
             };
             if setting.value == "finalized" {
@@ -303,7 +322,7 @@ fn finality(checker: &mut Checker<'_>, leaf: Option<&super::raw::Leaf>) -> Final
             } else {
                 checker.error(
                     Some(&setting.span),
-                    FIELD,
+                    field,
                     format!("\"{}\" is not a finality", setting.raw),
                     FIX,
                 );
@@ -313,7 +332,7 @@ fn finality(checker: &mut Checker<'_>, leaf: Option<&super::raw::Leaf>) -> Final
         other => {
             checker.error(
                 Some(&value.span()),
-                FIELD,
+                field,
                 format!("is a {}", other.type_str()),
                 FIX,
             );

@@ -314,7 +314,7 @@ address = "0xa0b86991c6218b36c1d19d4a2e9eb0ce3606eb48"
 events = ["event Transfer(address indexed from, address indexed to, uint256 value)"]
 "#,
         &[
-            "<dir>/config.toml:2: colour: unknown key \"colour\" (valid keys here: node, database, sync, contracts, metrics)",
+            "<dir>/config.toml:2: colour: unknown key \"colour\" (valid keys here: node, chains, database, sync, contracts, metrics)",
             "<dir>/config.toml:5: node.max_concurency: unknown key \"max_concurency\" (did you mean \"max_concurrency\"?)",
             "<dir>/config.toml:8: database.shema: unknown key \"shema\" (did you mean \"schema\"?)",
             "<dir>/config.toml:10: sync.finalty: unknown key \"finalty\" (did you mean \"finality\"?)",

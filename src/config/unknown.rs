@@ -61,11 +61,14 @@ pub(super) fn report(checker: &mut Checker<'_>, text: &str, ignored: &[Vec<Segme
             continue;
         };
         let (mut shown, mut pattern) = (String::new(), String::new());
-        for segment in parent {
+        for (depth, segment) in parent.iter().enumerate() {
             match segment {
                 Segment::Key(k) => {
                     let dot = if shown.is_empty() { "" } else { "." };
                     shown.push_str(&format!("{dot}{k}"));
+                    // A chain's name is the user's: `[chains.base]`'s keys are those of `chains.*`.
+                    let is_chain_name = depth == 1 && parent[0] == Segment::Key("chains".into());
+                    let k = if is_chain_name { "*" } else { k.as_str() };
                     pattern.push_str(&format!("{dot}{k}"));
                 }
                 Segment::Index(idx) => {
