@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use metrics_exporter_prometheus::{BuildError, Matcher, PrometheusBuilder, PrometheusHandle};
 
+pub mod chain;
 mod health;
 pub use health::{health, serve, Failing, StallClock};
 
@@ -79,6 +80,11 @@ const COMMIT_BUCKETS: &[f64] = &[
 /// How often a `progress` line is logged when no bar is drawn (the first comes with the first batch).
 pub const PROGRESS_LOG_INTERVAL: Duration = Duration::from_secs(10);
 
+/// The `chain` label of the running task's metrics ([`chain::current`]).
+fn chain_label() -> String {
+    chain::current().to_string()
+}
+
 /// Records one answer of `provider` to a JSON-RPC request (`None`: success), for [`REQUESTS`].
 pub fn record_request(provider: &str, method: &'static str, failure: Option<&Class>) {
     let outcome = match failure {
@@ -90,71 +96,73 @@ pub fn record_request(provider: &str, method: &'static str, failure: Option<&Cla
         Some(Class::UnknownBlock) => "unknown_block",
         Some(Class::Fatal) => "fatal",
     };
-    metrics::counter!(REQUESTS, "provider" => provider.to_owned(), "method" => method, "outcome" => outcome)
+    metrics::counter!(REQUESTS, "chain" => chain_label(), "provider" => provider.to_owned(), "method" => method, "outcome" => outcome)
         .increment(1);
 }
 
 /// Records a topic-only `eth_getLogs` request and the logs of other contracts it carried.
 pub fn record_topic_only(foreign_logs: u64) {
-    metrics::counter!(TOPIC_ONLY_REQUESTS).increment(1);
-    metrics::counter!(FOREIGN_LOGS).increment(foreign_logs);
+    metrics::counter!(TOPIC_ONLY_REQUESTS, "chain" => chain_label()).increment(1);
+    metrics::counter!(FOREIGN_LOGS, "chain" => chain_label()).increment(foreign_logs);
 }
 
 /// Records how each provider stands (rate in use, up or set aside).
 pub fn record_providers(providers: &[crate::node::ProviderSnapshot]) {
     for provider in providers {
         let name = provider.name.clone();
-        metrics::gauge!(PROVIDER_RATE, "provider" => name.clone()).set(f64::from(provider.rate));
+        let chain = chain_label();
+        metrics::gauge!(PROVIDER_RATE, "chain" => chain.clone(), "provider" => name.clone())
+            .set(f64::from(provider.rate));
         let up = if provider.state == "up" { 1.0 } else { 0.0 };
-        metrics::gauge!(PROVIDER_UP, "provider" => name).set(up);
+        metrics::gauge!(PROVIDER_UP, "chain" => chain, "provider" => name).set(up);
     }
 }
 
 /// Records the repeats of logs one answer delivered twice, dropped.
 pub fn record_repeated_logs(n_repeats: u64) {
-    metrics::counter!(REPEATED_LOGS).increment(n_repeats);
+    metrics::counter!(REPEATED_LOGS, "chain" => chain_label()).increment(n_repeats);
 }
 
 /// Records a block read from its receipts.
 pub fn record_receipt_block() {
-    metrics::counter!(RECEIPT_BLOCKS).increment(1);
+    metrics::counter!(RECEIPT_BLOCKS, "chain" => chain_label()).increment(1);
 }
 
 /// Records a split of a range.
 pub fn record_split() {
-    metrics::counter!(SPLITS).increment(1);
+    metrics::counter!(SPLITS, "chain" => chain_label()).increment(1);
 }
 
 /// Records a retry.
 pub fn record_retry() {
-    metrics::counter!(RETRIES).increment(1);
+    metrics::counter!(RETRIES, "chain" => chain_label()).increment(1);
 }
 
 /// Records a reorg and the depth of its rollback (for the follower).
 pub fn record_reorg(rollback_depth: u64) {
-    metrics::counter!(REORGS).increment(1);
-    metrics::gauge!(ROLLBACK_DEPTH_BLOCKS).set(rollback_depth as f64);
+    metrics::counter!(REORGS, "chain" => chain_label()).increment(1);
+    metrics::gauge!(ROLLBACK_DEPTH_BLOCKS, "chain" => chain_label()).set(rollback_depth as f64);
 }
 
 /// Records a reorg that reached below the block the node had reported finalized.
 pub fn record_reorg_below_finalized() {
-    metrics::counter!(REORGS_BELOW_FINALIZED).increment(1);
+    metrics::counter!(REORGS_BELOW_FINALIZED, "chain" => chain_label()).increment(1);
 }
 
-/// Installs the process-wide Prometheus recorder and describes every metric, so each appears (at zero)
-/// from the first scrape. Call once per process.
+/// Installs the process-wide Prometheus recorder and describes every metric, so each appears (at zero, for
+/// each of `chains`) from the first scrape. Call once per process.
 ///
 /// # Errors
 /// When a recorder is already installed.
-pub fn install_recorder() -> Result<PrometheusHandle, BuildError> {
+pub fn install_recorder(chains: &[&str]) -> Result<PrometheusHandle, BuildError> {
     let handle = PrometheusBuilder::new()
         .set_buckets_for_metric(Matcher::Full(COMMIT_SECONDS.to_owned()), COMMIT_BUCKETS)?
         .install_recorder()?;
-    describe();
+    describe(chains);
     Ok(handle)
 }
 
-fn describe() {
+fn describe(chains: &[&str]) {
     use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
     for (name, help) in [
         (LOGS_INDEXED, "raw logs committed"),
@@ -189,7 +197,9 @@ fn describe() {
         ),
     ] {
         describe_counter!(name, help);
-        metrics::counter!(name).absolute(0);
+        for chain in chains {
+            metrics::counter!(name, "chain" => chain.to_string()).absolute(0);
+        }
     }
     describe_counter!(
         REQUESTS,
@@ -218,9 +228,17 @@ fn describe() {
             ROLLBACK_DEPTH_BLOCKS,
             "blocks rolled back by the last reorg",
         ),
+    ] {
+        describe_gauge!(name, help);
+        for chain in chains {
+            metrics::gauge!(name, "chain" => chain.to_string()).set(0.0);
+        }
+    }
+    // The process's health (`/health`), over every chain: no `chain` label.
+    for (name, help) in [
         (
             SECONDS_SINCE_ADVANCE,
-            "seconds since the checkpoint last advanced",
+            "seconds since a checkpoint last advanced",
         ),
         (
             SECONDS_UNHEALTHY,
@@ -393,8 +411,8 @@ impl Observer {
 
     /// The job will index `plan` (its end is the target).
     pub fn start(&self, plan: BlockRange) {
-        metrics::gauge!(TARGET_BLOCK).set(plan.end() as f64);
-        metrics::gauge!(HEAD_LAG_BLOCKS).set(plan.len() as f64);
+        metrics::gauge!(TARGET_BLOCK, "chain" => chain_label()).set(plan.end() as f64);
+        metrics::gauge!(HEAD_LAG_BLOCKS, "chain" => chain_label()).set(plan.len() as f64);
         {
             let mut state = self.state();
             state.plan = Some(plan);
@@ -420,25 +438,26 @@ impl Observer {
 
     /// A range of `range.len()` blocks was fetched (the planner's current span).
     pub fn fetched(&self, range: BlockRange) {
-        metrics::gauge!(RANGE_SIZE_BLOCKS).set(range.len() as f64);
+        metrics::gauge!(RANGE_SIZE_BLOCKS, "chain" => chain_label()).set(range.len() as f64);
     }
 
     /// A batch covering `range` committed `n_logs` raw logs and `n_typed` typed rows in `took`.
     pub fn committed(&self, range: Option<BlockRange>, n_logs: u64, n_typed: u64, took: Duration) {
-        metrics::counter!(LOGS_INDEXED).increment(n_logs);
-        metrics::counter!(TYPED_ROWS_INDEXED).increment(n_typed);
-        metrics::counter!(BATCHES_COMMITTED).increment(1);
-        metrics::histogram!(COMMIT_SECONDS).record(took.as_secs_f64());
+        metrics::counter!(LOGS_INDEXED, "chain" => chain_label()).increment(n_logs);
+        metrics::counter!(TYPED_ROWS_INDEXED, "chain" => chain_label()).increment(n_typed);
+        metrics::counter!(BATCHES_COMMITTED, "chain" => chain_label()).increment(1);
+        metrics::histogram!(COMMIT_SECONDS, "chain" => chain_label()).record(took.as_secs_f64());
         let Some(range) = range else { return };
         self.clock.advanced();
-        metrics::counter!(BLOCKS_INDEXED).increment(range.len());
-        metrics::gauge!(CHECKPOINT_BLOCK).set(range.end() as f64);
+        metrics::counter!(BLOCKS_INDEXED, "chain" => chain_label()).increment(range.len());
+        metrics::gauge!(CHECKPOINT_BLOCK, "chain" => chain_label()).set(range.end() as f64);
         let mut state = self.state();
         state.logs += n_logs;
         let Some(plan) = state.plan else { return };
         let target = plan.end();
         let checkpoint = range.end();
-        metrics::gauge!(HEAD_LAG_BLOCKS).set(target.saturating_sub(checkpoint) as f64);
+        metrics::gauge!(HEAD_LAG_BLOCKS, "chain" => chain_label())
+            .set(target.saturating_sub(checkpoint) as f64);
         let elapsed = state.started.map_or(Duration::ZERO, |s| s.elapsed());
         let logs_per_s = state.logs as f64 / elapsed.as_secs_f64().max(1e-3);
         if let Some(bar) = self.console.bar() {

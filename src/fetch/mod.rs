@@ -385,13 +385,13 @@ pub async fn run(
             let probe = &probes[request.probe];
             let filter = probe.filter.filter(Blocks::Range(request.range));
             let access = access.clone();
-            in_flight.spawn(async move {
+            in_flight.spawn(crate::observe::chain::carry(async move {
                 let logs = access.get_logs(&filter).await;
                 let blocks = logs
                     .and_then(|logs| checked(&access.gate.stats, request.range, &filter, logs))
                     .map(|logs| logs.iter().map(|log| log.block_number).collect());
                 Task::Survey(request, blocks)
-            });
+            }));
         }
         // A split piece the ranges waiting wait for goes out whatever the budget (`ready::Ready`).
         while in_flight.len() < allowed
@@ -411,10 +411,10 @@ pub async fn run(
                 continue;
             }
             let prefilled = kept.for_range(&selection, range);
-            in_flight.spawn(async move {
+            in_flight.spawn(crate::observe::chain::carry(async move {
                 let answered = groups::get_range_logs(&access, range, &selection, prefilled).await;
                 Task::Range(range, answered)
-            });
+            }));
         }
         // Send the next range in order as soon as the writer has room, and meanwhile keep taking answers in
         // (and so handing out requests): the fetcher never waits for the writer while it has budget left.
@@ -558,11 +558,11 @@ fn spawn_by_filters(
     range: BlockRange,
     selection: Selection,
 ) {
-    in_flight.spawn(async move {
+    in_flight.spawn(crate::observe::chain::carry(async move {
         let logs =
             fetch_block_by_filters(&access, range.start(), selection, FirstRequest::Halves).await;
         Task::Overflow(range, logs)
-    });
+    }));
 }
 
 /// Where `fetch_block_by_filters` begins.

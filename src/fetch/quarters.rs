@@ -140,10 +140,10 @@ pub(super) fn spawn(
     range: BlockRange,
     halves: Vec<Group>,
 ) {
-    in_flight.spawn(async move {
+    in_flight.spawn(crate::observe::chain::carry(async move {
         let logs = by_addresses(&access, range, halves).await;
         Task::ByAddresses(range, logs)
-    });
+    }));
 }
 
 /// `range`'s logs asked by `halves`, the halves refused again by their own halves ([`ROUNDS`] in all); the

@@ -31,13 +31,13 @@ impl<'a> super::Ctx<'a> {
         let queued = config.sync.max_queued_batches.saturating_sub(1).max(1);
         let (tx, rx) = mpsc::channel::<Fetched>(queued);
         let fetch_cancel = cancel.child_token();
-        let fetcher = tokio::spawn(fetch::run(
+        let fetcher = tokio::spawn(crate::observe::chain::carry(fetch::run(
             self.node.access.clone(),
             self.job.planner(config, plan),
             self.job.selector(),
             tx,
             fetch_cancel.clone(),
-        ));
+        )));
         let node = self.node.clone();
         let stored = self.job.stored();
         // With block timestamps, ranges pass the stamping stage on their way to the decoder; its header
@@ -50,7 +50,9 @@ impl<'a> super::Ctx<'a> {
                 // throughput without timestamps on the default chain, with blockTimestamp in the logs).
                 let (stamped_tx, stamped_rx) = mpsc::channel::<Fetched>(queued);
                 let (node, stored) = (self.node.clone(), self.job.stored());
-                let stamping = tokio::spawn(enrich::stamp_stage(node, stored, rx, stamped_tx));
+                let stamping = tokio::spawn(crate::observe::chain::carry(enrich::stamp_stage(
+                    node, stored, rx, stamped_tx,
+                )));
                 (stamped_rx, Some(AbortOnDropHandle::new(stamping)))
             }
         };

@@ -141,11 +141,13 @@ pub(super) async fn stamp_stage(
                 break;
             };
             let (node, stored) = (node.clone(), stored.clone());
-            pending.push_back(AbortOnDropHandle::new(tokio::spawn(async move {
-                stamp_stored(&node, &mut range.logs, &*stored)
-                    .await
-                    .map(|()| range)
-            })));
+            pending.push_back(AbortOnDropHandle::new(tokio::spawn(
+                crate::observe::chain::carry(async move {
+                    stamp_stored(&node, &mut range.logs, &*stored)
+                        .await
+                        .map(|()| range)
+                }),
+            )));
         }
         let Some(first) = pending.pop_front() else {
             return Ok(()); // nothing pending and the fetcher is done

@@ -352,10 +352,11 @@ impl<'a> super::Ctx<'a> {
         // The blocks above finality are read while the backfill commits: with a slow node, these round trips
         // would otherwise come after the last commit. The step checks the read against the database first.
         // Dropped unused (an error, a shutdown), the read is aborted.
-        let mut prefetch = self
-            .job
-            .head_span_after(finalized, end)
-            .map(|span| AbortOnDropHandle::new(tokio::spawn(self.read_head(span))));
+        let mut prefetch = self.job.head_span_after(finalized, end).map(|span| {
+            AbortOnDropHandle::new(tokio::spawn(crate::observe::chain::carry(
+                self.read_head(span),
+            )))
+        });
         // A long backfill builds the secondary indexes at its end instead of row by row; they are built
         // before anything follows the head, also when an earlier run deferred them and stopped.
         super::indexes::defer_for_backfill(
