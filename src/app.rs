@@ -4,17 +4,19 @@
 //! Results go to stdout; every message about a failure goes to stderr through `tracing` (or, for a config
 //! that does not load, as the list of its errors), and names only redacted URLs.
 
-use std::io::Write;
 use std::path::Path;
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+mod chains;
+mod check;
+
 use crate::cli::{Cli, Command, ConfigArg, StatusArgs, SyncArgs};
 use logslice::config::{self, Config};
 use logslice::exit;
 use logslice::observe::{self, Console, Observer, StallClock};
-use logslice::pipeline::{self, Node, Target};
+use logslice::pipeline::{self, Target};
 use logslice::sink::{self, ReindexSpec};
 use logslice::status;
 
@@ -25,7 +27,7 @@ pub async fn run(cli: Cli, cancel: CancellationToken, console: Console) -> u8 {
         Command::Sync(args) => sync(args, cancel, console).await,
         Command::Run(args) => daemon(&args, cancel, console).await,
         Command::Status(args) => status(&args).await,
-        Command::Check(args) => check(&args, &cancel).await,
+        Command::Check(args) => check::check(&args, &cancel).await,
         #[cfg(feature = "sim")]
         Command::Bench(args) => match crate::bench::run(&args).await {
             Ok(report) => {
@@ -110,6 +112,14 @@ async fn sync(args: SyncArgs, cancel: CancellationToken, console: Console) -> u8
         Err(code) => return code,
     };
     exit_after_grace(&cancel, config.sync.shutdown_grace);
+    let mut views = match chains::select(&config, &args.config.chains) {
+        Ok(views) => views,
+        Err(code) => return code,
+    };
+    if views.len() > 1 {
+        return chains::sync(&config, views, &args, cancel).await;
+    }
+    let config = views.remove(0);
     let above = start_blocks_above(&config, args.to);
     if !above.is_empty() {
         for problem in above {
@@ -133,21 +143,7 @@ async fn sync(args: SyncArgs, cancel: CancellationToken, console: Console) -> u8
     server.cancel();
     match result {
         Ok(report) => {
-            let secs = report.elapsed.as_secs_f64().max(1e-9);
-            println!(
-                "synced to block {}: {} logs, {} typed rows in {} batches, {:.1}s ({:.0} logs/s); {} requests, {} errors, {} retries, {} splits{}",
-                report.target,
-                report.logs,
-                report.typed_rows,
-                report.batches,
-                secs,
-                report.logs as f64 / secs,
-                report.requests,
-                report.errors,
-                report.retries,
-                report.splits,
-                summary_notes(&report)
-            );
+            println!("{}", summary_line(&report));
             exit::OK
         }
         Err(pipeline::Error::Interrupted) => {
@@ -156,6 +152,25 @@ async fn sync(args: SyncArgs, cancel: CancellationToken, console: Console) -> u8
         }
         Err(err) => report_error(&config, &err),
     }
+}
+
+/// `sync`'s summary line of one chain.
+fn summary_line(report: &pipeline::SyncReport) -> String {
+    let secs = report.elapsed.as_secs_f64().max(1e-9);
+    format!(
+        "synced to block {}: {} logs, {} typed rows in {} batches, {:.1}s ({:.0} logs/s); {} requests, {} errors, {} retries, {} splits{}",
+        report.target,
+        report.logs,
+        report.typed_rows,
+        report.batches,
+        secs,
+        report.logs as f64 / secs,
+        report.requests,
+        report.errors,
+        report.retries,
+        report.splits,
+        summary_notes(report)
+    )
 }
 
 /// The end of `sync`'s summary line: what only some runs have.
@@ -228,7 +243,7 @@ async fn start_metrics(
     let Some(metrics) = &config.metrics else {
         return Ok(());
     };
-    match observe::install_recorder() {
+    match observe::install_recorder(&config.chain_names()) {
         Ok(handle) => match observe::serve(
             metrics.addr,
             handle,
@@ -261,6 +276,14 @@ async fn daemon(args: &ConfigArg, cancel: CancellationToken, console: Console) -
         Err(code) => return code,
     };
     exit_after_grace(&cancel, config.sync.shutdown_grace);
+    let mut views = match chains::select(&config, &args.chains) {
+        Ok(views) => views,
+        Err(code) => return code,
+    };
+    if views.len() > 1 {
+        return chains::daemon(&config, views, cancel).await;
+    }
+    let config = views.remove(0);
     let clock = StallClock::new();
     let server = CancellationToken::new();
     if let Err(code) = start_metrics(&config, &clock, &server).await {
@@ -398,179 +421,42 @@ async fn status(args: &StatusArgs) -> u8 {
         Ok(config) => config,
         Err(code) => return code,
     };
-    match status::gather(&config, |err| explain(&config, err)).await {
-        Ok(report) => {
-            if args.json {
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(&report).expect("the report serializes")
-                );
-            } else {
+    let views = match chains::select(&config, &args.config.chains) {
+        Ok(views) => views,
+        Err(code) => return code,
+    };
+    let mut reports = Vec::new();
+    for view in &views {
+        match status::gather(view, |err| explain(view, err)).await {
+            Ok(report) => reports.push(report),
+            Err(err) => return report_error(view, &err),
+        }
+    }
+    match (args.json, reports.as_slice()) {
+        (true, [one]) => println!(
+            "{}",
+            serde_json::to_string_pretty(one).expect("the report serializes")
+        ),
+        (true, several) => println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({ "chains": several }))
+                .expect("the report serializes")
+        ),
+        (false, reports) => {
+            for (idx, report) in reports.iter().enumerate() {
+                if idx > 0 {
+                    println!();
+                }
                 print!("{report}");
             }
-            // The report is printed either way; the code tells a script the node could not be asked.
-            if report.node.head.is_some() {
-                exit::OK
-            } else {
-                exit::UNAVAILABLE
-            }
-        }
-        Err(err) => report_error(&config, &err),
-    }
-}
-
-/// One line of `check`: a mark, the thing checked, what was found.
-fn report_check(ok: bool, what: &str, detail: &str) {
-    let mark = if ok { "ok  " } else { "FAIL" };
-    let _ = writeln!(std::io::stdout(), "{mark}  {what}: {detail}");
-}
-
-async fn check(args: &ConfigArg, cancel: &CancellationToken) -> u8 {
-    let mut code = exit::OK;
-    let mut fail = |failure: u8| {
-        if code == exit::OK {
-            code = failure;
-        }
-    };
-    let config = match config::load(&args.config) {
-        Ok(config) => {
-            let n_events: usize = config.contracts.iter().map(|c| c.events.len()).sum();
-            report_check(
-                true,
-                "config",
-                &format!(
-                    "{} ({} contracts, {n_events} events, every ABI parsed)",
-                    args.config.display(),
-                    config.contracts.len()
-                ),
-            );
-            config
-        }
-        Err(errors) => {
-            report_check(false, "config", &args.config.display().to_string());
-            for error in &errors.0 {
-                let _ = writeln!(std::io::stdout(), "      {error}");
-            }
-            return exit::CONFIG;
-        }
-    };
-    let mut db_chain_id = None;
-    match pipeline::open_sink(&config).await {
-        Ok((sink, db)) => {
-            match sink.chain_id().await {
-                Ok(chain_id) => {
-                    db_chain_id = chain_id;
-                    report_check(true, "database", &format!("{db} opens and is migrated"));
-                }
-                Err(source) => {
-                    let err = pipeline::Error::Database {
-                        database: db,
-                        source,
-                    };
-                    report_check(false, "database", &explain(&config, &err));
-                    fail(exit::code(&err));
-                }
-            }
-            sink.close().await;
-        }
-        Err(err) => {
-            report_check(false, "database", &explain(&config, &err));
-            fail(exit::code(&err));
         }
     }
-    let node = match Node::connect(&status::probe_config(&config.node), cancel).await {
-        Ok(node) => node,
-        Err(err) => {
-            report_check(false, "node", &explain(&config, &err));
-            fail(exit::code(&err));
-            return code;
-        }
-    };
-    let Some(chain_id) = check_providers(&config, &node, &mut fail).await else {
-        return code;
-    };
-    match db_chain_id {
-        Some(stored) if stored != chain_id => {
-            report_check(
-                false,
-                "chain id",
-                &format!(
-                    "the database holds logs of chain {stored} but the node serves chain {chain_id} (point database.url at a new database, or node.url at chain {stored})"
-                ),
-            );
-            // As `sync` refuses it: a database built for another chain is a configuration error.
-            fail(exit::CONFIG);
-        }
-        Some(_) => report_check(
-            true,
-            "chain id",
-            &format!("{chain_id}, as the database was built from"),
-        ),
-        None => report_check(
-            true,
-            "chain id",
-            &format!("{chain_id} (the database records none yet; the first sync records it)"),
-        ),
+    // The report is printed either way; the code tells a script a node could not be asked.
+    if reports.iter().all(|r| r.node.head.is_some()) {
+        exit::OK
+    } else {
+        exit::UNAVAILABLE
     }
-    code
-}
-
-/// Asks each provider of `node` its chain id once, within the probe's timeout, and reports a line per
-/// provider; returns the chain id when every provider answered the same one. `fail` records an exit code.
-async fn check_providers(config: &Config, node: &Node, fail: &mut impl FnMut(u8)) -> Option<u64> {
-    let answers = tokio::time::timeout(status::PROBE_TIMEOUT * 2, node.chain_ids()).await;
-    let Ok(answers) = answers else {
-        report_check(
-            false,
-            "node",
-            &format!(
-                "{}: no answer within {}",
-                node.display,
-                humantime::format_duration(status::PROBE_TIMEOUT * 2)
-            ),
-        );
-        fail(exit::UNAVAILABLE);
-        return None;
-    };
-    let several = answers.len() > 1;
-    let mut chain_id: Option<u64> = None;
-    let mut all_answered = true;
-    for (provider, answer) in node.providers().iter().zip(answers) {
-        let what = if several {
-            format!("node {}", provider.name)
-        } else {
-            "node".to_owned()
-        };
-        match answer {
-            Ok(id) if chain_id.is_some_and(|first| first != id) => {
-                report_check(
-                    false,
-                    &what,
-                    &format!(
-                        "{} serves chain id {id}, the other providers {} (every provider of a chain must serve the same chain: fix or remove its url)",
-                        provider.url,
-                        chain_id.unwrap_or_default()
-                    ),
-                );
-                fail(exit::CONFIG);
-                all_answered = false;
-            }
-            Ok(id) => {
-                chain_id = Some(id);
-                report_check(
-                    true,
-                    &what,
-                    &format!("{} answers chain id {id} (key accepted)", provider.url),
-                );
-            }
-            Err(err) => {
-                report_check(false, &what, &explain(config, &err));
-                fail(exit::code(&err));
-                all_answered = false;
-            }
-        }
-    }
-    chain_id.filter(|_| all_answered)
 }
 
 /// An error with its sources, `a: b: c`.

@@ -53,12 +53,16 @@ pub enum Command {
     Bench(crate::bench::BenchArgs),
 }
 
-/// `--config`.
+/// `--config` and `--chain`.
 #[derive(Debug, Args)]
 pub struct ConfigArg {
     /// The config file.
     #[arg(long, short = 'c', default_value = "config.toml")]
     pub config: PathBuf,
+    /// Only this chain of the config (a `[chains.NAME]` table; `default` for `[node]`). Repeatable;
+    /// default: every chain.
+    #[arg(long = "chain", value_name = "NAME")]
+    pub chains: Vec<String>,
 }
 
 /// `sync` arguments.

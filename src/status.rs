@@ -144,6 +144,8 @@ impl From<IndexState> for IndexStatus {
 /// The whole report.
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
+    /// The chain's name (`default` for `[node]`).
+    pub chain: String,
     /// The database, redacted.
     pub database: String,
     /// Whether the database exists (a SQLite file not created yet does not).
@@ -302,6 +304,7 @@ pub async fn gather(
         (display, None, None, None, None, Vec::new())
     };
     Ok(Report {
+        chain: config.chains[0].name.clone(),
         database,
         database_exists: exists,
         chain_id,
@@ -422,6 +425,7 @@ impl std::fmt::Display for Report {
             || "chain id not recorded yet".to_owned(),
             |c| format!("chain id {c}"),
         );
+        writeln!(f, "chain       {}", self.chain)?;
         if self.database_exists {
             writeln!(f, "database    {} ({chain})", self.database)?;
         } else {

@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 mod backfill;
 mod batch;
 mod bench_modes;
+pub mod chains;
 mod daemon;
 mod discover;
 mod enrich;
@@ -211,11 +212,28 @@ async fn open_job(config: &Config, chain_id: Option<u64>) -> Result<(Sink, Strin
         source,
     };
     if let Some(chain_id) = chain_id {
+        check_configured_chain_id(config, chain_id)?;
         sink.check_chain_id(chain_id).await.map_err(db_error)?;
     }
     let mut job = Job::new(config)?;
     job.prepare(&mut sink).await.map_err(db_error)?;
     Ok((sink, db, job))
+}
+
+/// The chain's `chain_id`, when the config gives one, against the id its node serves.
+///
+/// # Errors
+/// [`Error::Config`] naming the field and both ids.
+fn check_configured_chain_id(config: &Config, served: u64) -> Result<(), Error> {
+    let chain = &config.chains[0];
+    match chain.chain_id {
+        Some(expected) if expected != served => Err(Error::Config(format!(
+            "{}: chains.{}.chain_id: {expected}, but its node serves chain {served} (correct chain_id, or point the chain's url at chain {expected})",
+            config.source.display(),
+            chain.name
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// An open job: node, database and what to index.
