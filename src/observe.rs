@@ -411,6 +411,7 @@ impl Observer {
 
     /// The job will index `plan` (its end is the target).
     pub fn start(&self, plan: BlockRange) {
+        self.clock.joined();
         metrics::gauge!(TARGET_BLOCK, "chain" => chain_label()).set(plan.end() as f64);
         metrics::gauge!(HEAD_LAG_BLOCKS, "chain" => chain_label()).set(plan.len() as f64);
         {

@@ -2,6 +2,7 @@
 //! advanced, and what `run` is riding out), the `/health` answer, and the routes. Decides nothing about the
 //! job: `pipeline` moves the clock, this module reads it.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -15,15 +16,20 @@ use tokio_util::sync::CancellationToken;
 
 use super::{SECONDS_SINCE_ADVANCE, SECONDS_UNHEALTHY};
 
-/// When the checkpoint last advanced, and what the daemon is riding out, if anything; shared by the
-/// [`super::Observer`], `pipeline::run` and the `/health` route.
+/// When each chain's checkpoint last advanced, and what the daemon is riding out on each, if anything;
+/// shared by the [`super::Observer`]s, `pipeline::run` and the `/health` route. Each call counts for the
+/// chain of the calling task ([`super::chain::current`]); the readers answer for the worst chain.
 #[derive(Debug, Clone)]
 pub struct StallClock(Arc<Mutex<ClockState>>);
 
 #[derive(Debug)]
 struct ClockState {
-    advanced: Instant,
-    failing: Option<Failing>,
+    /// When the clock was made: the advance of a chain not seen yet.
+    started: Instant,
+    /// Per chain, its last advance.
+    advanced: BTreeMap<String, Instant>,
+    /// Per chain, what it is riding out.
+    failing: BTreeMap<String, Failing>,
 }
 
 /// What the daemon has been riding out, and since when.
@@ -31,7 +37,8 @@ struct ClockState {
 pub struct Failing {
     /// When it began.
     pub since: Instant,
-    /// What is failing, for `/health` (redacted: no URL or password).
+    /// What is failing, for `/health` (redacted: no URL or password); prefixed with the chain's name when
+    /// it is not the only, `default` one.
     pub what: String,
 }
 
@@ -39,8 +46,9 @@ impl StallClock {
     /// A clock that starts now (a job that never commits stalls from its start).
     pub fn new() -> Self {
         Self(Arc::new(Mutex::new(ClockState {
-            advanced: Instant::now(),
-            failing: None,
+            started: Instant::now(),
+            advanced: BTreeMap::new(),
+            failing: BTreeMap::new(),
         })))
     }
 
@@ -48,40 +56,63 @@ impl StallClock {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The checkpoint advanced now (or the job is consistent at the head): whatever failed works again.
-    pub fn advanced(&self) {
+    /// The calling chain's job has started: from now on its stall counts (from the clock's start).
+    pub fn joined(&self) {
         let mut state = self.state();
-        state.advanced = Instant::now();
-        state.failing = None;
+        let started = state.started;
+        state
+            .advanced
+            .entry(super::chain::current().to_string())
+            .or_insert(started);
     }
 
-    /// Time since the checkpoint last advanced.
+    /// The checkpoint advanced now (or the job is consistent at the head): whatever failed works again.
+    pub fn advanced(&self) {
+        let chain = super::chain::current().to_string();
+        let mut state = self.state();
+        state.failing.remove(&chain);
+        state.advanced.insert(chain, Instant::now());
+    }
+
+    /// Time since the checkpoint last advanced, of the chain that advanced longest ago.
     pub fn since(&self) -> Duration {
-        self.state().advanced.elapsed()
+        let state = self.state();
+        state
+            .advanced
+            .values()
+            .min()
+            .unwrap_or(&state.started)
+            .elapsed()
     }
 
     /// The daemon is riding out `what` (kept from the first call until [`StallClock::advanced`], its text
     /// updated).
     pub fn failing(&self, what: String) {
+        let chain = super::chain::current().to_string();
+        let what = match chain.as_str() {
+            crate::config::DEFAULT_CHAIN => what,
+            name => format!("chain {name}: {what}"),
+        };
         let mut state = self.state();
         let since = state
             .failing
-            .as_ref()
+            .get(&chain)
             .map_or_else(Instant::now, |f| f.since);
-        state.failing = Some(Failing { since, what });
+        state.failing.insert(chain, Failing { since, what });
     }
 
-    /// What the daemon is riding out, if anything.
+    /// What the daemon has been riding out longest, if anything.
     pub fn failure(&self) -> Option<Failing> {
-        self.state().failing.clone()
-    }
-
-    /// Seconds the daemon has been riding out a failure; zero while healthy.
-    pub fn unhealthy_for(&self) -> Duration {
         self.state()
             .failing
-            .as_ref()
-            .map_or(Duration::ZERO, |f| f.since.elapsed())
+            .values()
+            .min_by_key(|f| f.since)
+            .cloned()
+    }
+
+    /// Seconds the daemon has been riding out a failure (the longest of any chain); zero while healthy.
+    pub fn unhealthy_for(&self) -> Duration {
+        self.failure().map_or(Duration::ZERO, |f| f.since.elapsed())
     }
 }
 

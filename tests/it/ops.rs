@@ -458,7 +458,7 @@ async fn metrics_and_health_are_served_over_http_while_syncing() {
     }
     assert!(
         body.contains(
-            "logslice_requests_total{provider=\"127.0.0.1\",method=\"eth_getLogs\",outcome=\"ok\"}"
+            "logslice_requests_total{chain=\"default\",provider=\"127.0.0.1\",method=\"eth_getLogs\",outcome=\"ok\"}"
         ),
         "{body}"
     );
