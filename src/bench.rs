@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 use devnode::{contracts, ChainConfig, DevNode, DevNodeConfig};
 use logslice::config::{self, Config};
 use logslice::pipeline::{self, SyncReport, Target};
+mod chains;
 mod providers;
 mod truth;
 
@@ -147,6 +148,10 @@ pub struct BenchArgs {
     /// `learned-rate` (configured at three times the key's limit), `1-provider` and `3-providers`.
     #[arg(long)]
     pub provider_rate: Option<u32>,
+    /// Also run the two-chain phases: the chain alone, a second chain (another seed and density) alone, then
+    /// both from one config into one database at once.
+    #[arg(long)]
+    pub chains: bool,
 }
 
 /// Why a benchmark failed.
@@ -356,6 +361,13 @@ async fn run_phases(args: &BenchArgs) -> Result<String, Error> {
         .await?;
         phases.extend(provider_phases);
         compared = lines;
+    }
+    if args.chains && args.url.is_none() {
+        let mut chain_no = 200;
+        let (chain_phases, line) =
+            chains::phases(dir.path(), args, &node_config, &mut chain_no).await?;
+        phases.extend(chain_phases);
+        compared.push_str(&line);
     }
     // Store-only last: it generates the ground truth in memory, and what the allocator keeps of that would
     // count towards the next phase's peak.
