@@ -4,8 +4,9 @@
 //! reading records back, rollback and reindex) is in [`super::prepare`], [`super::read`] and
 //! [`super::write`]; this file holds SQLite's dialect, its inserts and its connections.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use sqlx::query::Query;
@@ -74,6 +75,8 @@ fn sorter_threads() -> usize {
 
 /// A SQLite database.
 pub struct SqliteSink {
+    /// The file's writer connection and checkpointer, shared by every sink of this process on the file.
+    file: Arc<OpenFile>,
     pool: SqlitePool,
     /// The tables given to the last `prepare`.
     pub(super) tables: Vec<TableSpec>,
@@ -83,9 +86,24 @@ pub struct SqliteSink {
     pub(super) transactions_table: Option<bool>,
     /// The prepared contracts' next blocks: a batch that would skip blocks is refused.
     pub(super) nexts: super::continuity::Nexts,
+}
+
+/// What the sinks of one file share: the chains of a config each have a sink, and SQLite has one writer,
+/// so their transactions queue for one connection instead of racing for the file's lock (where a
+/// transaction that read before it wrote could fail at once with `SQLITE_BUSY`, whatever the busy timeout).
+struct OpenFile {
+    pool: SqlitePool,
     /// Copies the WAL into the database file beside the writer; `None` for `:memory:`.
     checkpointer: Option<Checkpointer>,
 }
+
+/// The files this process has open, by absolute path (`:memory:` databases are each their own).
+static OPEN: tokio::sync::Mutex<Vec<(PathBuf, Weak<OpenFile>)>> =
+    tokio::sync::Mutex::const_new(Vec::new());
+
+/// How long a transaction waits for the shared writer connection: another chain's batch or index build
+/// holds it meanwhile, never something outside the process.
+const WRITER_WAIT: Duration = Duration::from_secs(600);
 
 impl SqliteSink {
     /// Opens (creating if missing) and migrates the database at `path` (`:memory:` for a private one).
@@ -93,64 +111,32 @@ impl SqliteSink {
     /// # Errors
     /// [`Error::Open`] or [`Error::Migrate`].
     pub async fn open(path: &Path) -> Result<Self, Error> {
-        let location = path.display().to_string();
-        let in_memory = location == ":memory:";
-        let options = if in_memory {
-            SqliteConnectOptions::from_str("sqlite::memory:").map_err(|source| Error::Open {
-                location: location.clone(),
-                source,
-            })?
+        let in_memory = path.as_os_str() == ":memory:";
+        let file = if in_memory {
+            Arc::new(open_file(path).await?)
         } else {
-            SqliteConnectOptions::new()
-                .filename(path)
-                .create_if_missing(true)
-        };
-        let options = options
-            // A bulk insert of thousands of rows takes a second by design: not worth a warning per batch.
-            .log_slow_statements(log::LevelFilter::Debug, Duration::from_secs(1))
-            .journal_mode(SqliteJournalMode::Wal)
-            .synchronous(SqliteSynchronous::Normal)
-            .busy_timeout(Duration::from_secs(10))
-            // A new database only: an existing one keeps the page size it was created with.
-            .page_size(PAGE_SIZE)
-            // Measured (docs/BENCHMARKS.md): statement sub-journals of multi-row inserts went to temp files.
-            .pragma("temp_store", "memory");
-        // The checkpointer's connection: the same file and settings, no page cache to speak of (a
-        // checkpoint copies frames through a buffer of its own).
-        let checkpoint_options = options.clone().pragma("cache_size", "-256");
-        // Checkpoints happen beside the writer; its own autocheckpoint is a backstop. Measured: checkpoints
-        // every 1,000 WAL pages (the default) rewrote hot index pages again and again.
-        let options = options
-            .pragma("wal_autocheckpoint", BACKSTOP_FRAMES.to_string())
-            .pragma("cache_size", "-16384")
-            .pragma("threads", sorter_threads().to_string());
-        // One writer connection: SQLite has one writer anyway, and a private `:memory:` database lives in it.
-        let pool = SqlitePoolOptions::new()
-            .max_connections(1)
-            .connect_with(options)
-            .await
-            .map_err(|source| Error::Open {
-                location: location.clone(),
-                source,
-            })?;
-        migrate::run_sqlite(&pool).await?;
-        let checkpointer = if in_memory {
-            None
-        } else {
-            let pool = SqlitePoolOptions::new()
-                .max_connections(1)
-                .connect_with(checkpoint_options)
-                .await
-                .map_err(|source| Error::Open { location, source })?;
-            Some(Checkpointer::start(pool))
+            let key = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+            let mut open = OPEN.lock().await;
+            open.retain(|(_, file)| file.strong_count() > 0);
+            match open
+                .iter()
+                .find_map(|(at, file)| (*at == key).then(|| file.upgrade()))
+            {
+                Some(Some(file)) => file,
+                _ => {
+                    let file = Arc::new(open_file(path).await?);
+                    open.push((key, Arc::downgrade(&file)));
+                    file
+                }
+            }
         };
         Ok(Self {
-            pool,
+            pool: file.pool.clone(),
+            file,
             tables: Vec::new(),
             timestamps: Timestamps::default(),
             transactions_table: None,
             nexts: Default::default(),
-            checkpointer,
         })
     }
 
@@ -215,7 +201,7 @@ impl SqliteSink {
     pub(super) async fn begin_batch(
         &mut self,
     ) -> Result<sqlx::Transaction<'static, Sqlite>, Error> {
-        if let Some(checkpointer) = &mut self.checkpointer {
+        if let Some(checkpointer) = &self.file.checkpointer {
             checkpointer.before_transaction().await;
         }
         self.pool
@@ -232,18 +218,81 @@ impl SqliteSink {
         tx.commit()
             .await
             .map_err(query_error("committing a batch"))?;
-        if let Some(checkpointer) = &self.checkpointer {
+        if let Some(checkpointer) = &self.file.checkpointer {
             checkpointer.committed();
         }
         Ok(())
     }
 
+    /// Closes the file when this is the last sink of the process on it.
     pub(super) async fn close(self) {
-        if let Some(checkpointer) = self.checkpointer {
+        drop(self.pool);
+        let Ok(file) = Arc::try_unwrap(self.file) else {
+            return;
+        };
+        if let Some(checkpointer) = file.checkpointer {
             checkpointer.stop().await;
         }
-        self.pool.close().await;
+        file.pool.close().await;
     }
+}
+
+/// Opens (creating if missing) and migrates the database at `path`: its writer connection and, for a file,
+/// its checkpointer.
+async fn open_file(path: &Path) -> Result<OpenFile, Error> {
+    let location = path.display().to_string();
+    let in_memory = location == ":memory:";
+    let options = if in_memory {
+        SqliteConnectOptions::from_str("sqlite::memory:").map_err(|source| Error::Open {
+            location: location.clone(),
+            source,
+        })?
+    } else {
+        SqliteConnectOptions::new()
+            .filename(path)
+            .create_if_missing(true)
+    };
+    let options = options
+        // A bulk insert of thousands of rows takes a second by design: not worth a warning per batch.
+        .log_slow_statements(log::LevelFilter::Debug, Duration::from_secs(1))
+        .journal_mode(SqliteJournalMode::Wal)
+        .synchronous(SqliteSynchronous::Normal)
+        .busy_timeout(Duration::from_secs(10))
+        // A new database only: an existing one keeps the page size it was created with.
+        .page_size(PAGE_SIZE)
+        // Measured (docs/BENCHMARKS.md): statement sub-journals of multi-row inserts went to temp files.
+        .pragma("temp_store", "memory");
+    // The checkpointer's connection: the same file and settings, no page cache to speak of (a
+    // checkpoint copies frames through a buffer of its own).
+    let checkpoint_options = options.clone().pragma("cache_size", "-256");
+    // Checkpoints happen beside the writer; its own autocheckpoint is a backstop. Measured: checkpoints
+    // every 1,000 WAL pages (the default) rewrote hot index pages again and again.
+    let options = options
+        .pragma("wal_autocheckpoint", BACKSTOP_FRAMES.to_string())
+        .pragma("cache_size", "-16384")
+        .pragma("threads", sorter_threads().to_string());
+    // One writer connection: SQLite has one writer anyway, and a private `:memory:` database lives in it.
+    let pool = SqlitePoolOptions::new()
+        .max_connections(1)
+        .acquire_timeout(WRITER_WAIT)
+        .connect_with(options)
+        .await
+        .map_err(|source| Error::Open {
+            location: location.clone(),
+            source,
+        })?;
+    migrate::run_sqlite(&pool).await?;
+    let checkpointer = if in_memory {
+        None
+    } else {
+        let pool = SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect_with(checkpoint_options)
+            .await
+            .map_err(|source| Error::Open { location, source })?;
+        Some(Checkpointer::start(pool))
+    };
+    Ok(OpenFile { pool, checkpointer })
 }
 
 /// Writes a batch (or a part of one): its `inserts`, then `bookkeeping`.

@@ -71,14 +71,16 @@ impl Checkpointer {
     ///
     /// # Cancel safety
     /// Cancel-safe: it only waits.
-    pub(super) async fn before_transaction(&mut self) {
+    pub(super) async fn before_transaction(&self) {
         let wanted = *self.requested.borrow();
         let last = *self.finished.borrow();
         if last.wal_bytes < MAX_WAL_BYTES || last.request >= wanted {
             return;
         }
-        // An error means the task is gone: the backstop autocheckpoint bounds the log then.
-        let _ = self.finished.wait_for(|pass| pass.request >= wanted).await;
+        // An error means the task is gone: the backstop autocheckpoint bounds the log then. A receiver of
+        // its own: the sinks of several chains share this checkpointer.
+        let mut finished = self.finished.clone();
+        let _ = finished.wait_for(|pass| pass.request >= wanted).await;
     }
 
     /// Ends the task after the pass under way, if any.
