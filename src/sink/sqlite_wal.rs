@@ -209,7 +209,7 @@ mod tests {
         let checkpoints = connect(&options).await;
         // Hold the checkpointer's only connection, so no pass can run until it is given back.
         let held = checkpoints.acquire().await.unwrap();
-        let mut checkpointer = Checkpointer::start(checkpoints.clone());
+        let checkpointer = Checkpointer::start(checkpoints.clone());
         writer.execute("CREATE TABLE t (b BLOB)").await.unwrap();
         checkpointer.committed();
         checkpointer.before_transaction().await;
