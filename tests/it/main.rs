@@ -2,6 +2,7 @@
 
 mod anon;
 mod anvil;
+mod chains;
 mod continuity;
 mod factory;
 mod filters;
@@ -17,6 +18,7 @@ mod parts;
 mod pg;
 mod planning;
 mod postgres_sink;
+mod previous_release;
 mod providers;
 mod rate;
 mod receipts;
