@@ -68,7 +68,7 @@ async fn two_chains_share_one_database(backend: Backend) {
         .commit(&full_batch(100..=103))
         .await
         .expect("chain 1 commits");
-    let (mut b, done_b) = other.await.expect("join");
+    let (b, done_b) = other.await.expect("join");
     done_b.expect("chain 5 commits");
     for (table, rows_a, rows_b) in [
         ("logs", 12, 6),
