@@ -394,7 +394,12 @@ async fn reindex(config: &Config, names: &[String]) -> Result<(), u8> {
     let (mut sink, db) = pipeline::open_sink(config)
         .await
         .map_err(|err| report_error(config, &err))?;
-    let result = sink.reindex(&specs).await;
+    // Nothing recorded for the chain: nothing to forget.
+    let result = match sink.bind_recorded(&config.chains[0].name).await {
+        Ok(Some(_)) => sink.reindex(&specs).await,
+        Ok(None) => Ok(sink::ReindexReport::default()),
+        Err(err) => Err(err),
+    };
     sink.close().await;
     match result {
         Ok(report) => {

@@ -269,8 +269,12 @@ pub async fn gather(
         DatabaseUrl::Postgres(_) => true,
     };
     let (database, chain_id, last_reorg, receipt_blocks, indexes, recorded) = if exists {
-        let (sink, display) = pipeline::open_sink(config).await?;
+        let (mut sink, display) = pipeline::open_sink(config).await?;
         let read = async {
+            // Per chain: the chain the database records; none before the first sync.
+            if sink.bind_recorded(&config.chains[0].name).await?.is_none() {
+                return Ok((None, None, None, 0, sink.index_state().await?, Vec::new()));
+            }
             Ok::<_, crate::sink::Error>((
                 sink.meta(crate::sink::META_PROVIDERS).await?,
                 sink.chain_id().await?,

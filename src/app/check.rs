@@ -73,7 +73,7 @@ async fn check_chain(
     let mut db_chain_id = None;
     match pipeline::open_sink(config).await {
         Ok((sink, db)) => {
-            match sink.chain_id().await {
+            match sink.recorded_chain(&config.chains[0].name).await {
                 Ok(chain_id) => {
                     db_chain_id = chain_id;
                     report_check(

@@ -211,9 +211,19 @@ async fn open_job(config: &Config, chain_id: Option<u64>) -> Result<(Sink, Strin
         database: db.clone(),
         source,
     };
-    if let Some(chain_id) = chain_id {
-        check_configured_chain_id(config, chain_id)?;
-        sink.check_chain_id(chain_id).await.map_err(db_error)?;
+    let chain = config.chains[0].name.as_str();
+    match chain_id {
+        Some(chain_id) => {
+            check_configured_chain_id(config, chain_id)?;
+            sink.bind_chain(chain, chain_id).await.map_err(db_error)?;
+        }
+        // No node asked (the store-only bench): the chain recorded, or chain id 0 in a database that
+        // records none yet.
+        None => {
+            if sink.bind_recorded(chain).await.map_err(db_error)?.is_none() {
+                sink.bind_chain(chain, 0).await.map_err(db_error)?;
+            }
+        }
     }
     let mut job = Job::new(config)?;
     job.prepare(&mut sink).await.map_err(db_error)?;

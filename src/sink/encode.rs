@@ -15,6 +15,7 @@ impl Sink {
                 Sink::Sqlite(_) => EncoderBackend::Sqlite,
                 Sink::Postgres(_) => EncoderBackend::Postgres,
             },
+            chain_id: self.chain().map(|chain| chain.column),
             tables: self.tables().to_vec(),
             timestamps: self.timestamps(),
             transactions_table: self.settled_transactions_table(),
@@ -51,6 +52,8 @@ impl Sink {
 #[derive(Debug, Clone)]
 pub struct Encoder {
     backend: EncoderBackend,
+    /// The bound chain's id, which every row and statement of a batch carries; `None`: not bound.
+    chain_id: Option<i64>,
     tables: Vec<TableSpec>,
     timestamps: Timestamps,
     transactions_table: bool,
@@ -67,33 +70,44 @@ impl Encoder {
     ///
     /// # Errors
     /// [`Error::Malformed`] when a typed row does not fit the prepared tables; [`Error::Invalid`] when a
-    /// number does not fit its column.
+    /// number does not fit its column; [`Error::Unbound`] for a sink not bound to a chain.
     pub fn encode(&self, batch: &Batch) -> Result<Encoded, Error> {
+        let chain_id = self.chain_id.ok_or(Error::Unbound("encoding a batch"))?;
         write::check(&self.tables, batch)?;
         write::check_timestamps(self.timestamps, batch)?;
         let rows = match self.backend {
-            EncoderBackend::Sqlite => {
-                EncodedRows::Sqlite(sqlite_rows::encode(&self.tables, self.timestamps, batch))
-            }
-            EncoderBackend::Postgres => {
-                EncodedRows::Postgres(pg_copy::encode(&self.tables, self.timestamps, batch)?)
-            }
+            EncoderBackend::Sqlite => EncodedRows::Sqlite(sqlite_rows::encode(
+                chain_id,
+                &self.tables,
+                self.timestamps,
+                batch,
+            )),
+            EncoderBackend::Postgres => EncodedRows::Postgres(pg_copy::encode(
+                chain_id,
+                &self.tables,
+                self.timestamps,
+                batch,
+            )?),
         };
         let dialect = match self.backend {
             EncoderBackend::Sqlite => &super::sqlite::DIALECT,
             EncoderBackend::Postgres => &super::postgres::DIALECT,
         };
-        let mut bookkeeping = write::bookkeeping(dialect, &self.tables, batch);
+        let mut bookkeeping = write::bookkeeping(dialect, chain_id, &self.tables, batch);
         if !batch.transactions.is_empty() {
             let placeholders = match self.backend {
                 EncoderBackend::Sqlite => transactions::Placeholders::Sqlite,
                 EncoderBackend::Postgres => transactions::Placeholders::Postgres,
             };
-            bookkeeping.extend(transactions::inserts(&batch.transactions, placeholders));
+            bookkeeping.extend(transactions::inserts(
+                chain_id,
+                &batch.transactions,
+                placeholders,
+            ));
         }
         if !batch.removed.is_empty() && self.transactions_table {
             // A removed log may have been its transaction's last stored one.
-            bookkeeping.push(transactions::cleanup());
+            bookkeeping.push(transactions::cleanup(chain_id));
         }
         Ok(Encoded { rows, bookkeeping })
     }

@@ -48,6 +48,10 @@ pub enum Error {
     /// The database was built for something else (another chain, another address under a table).
     #[error("{0}")]
     Mismatch(String),
+    /// A statement of one chain's data was asked of a sink not bound to a chain yet
+    /// ([`super::Sink::bind_chain`]): a bug in logslice, not in the database.
+    #[error("{0} before the sink was bound to a chain (a bug in logslice)")]
+    Unbound(&'static str),
     /// A batch committed in turn ([`super::InTurn`]) was not committed because the batch before it failed: that
     /// batch's error is the one to report.
     #[error("a batch was not committed because the batch before it failed")]

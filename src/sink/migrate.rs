@@ -4,7 +4,8 @@
 //! A database created by an earlier version is migrated in place when it is opened, never rebuilt behind
 //! the user's back: [`run_sqlite`] and [`run_postgres`] say before a migration that rewrites `logs` how many
 //! rows it holds, and SQLite's copy of them into the layout of 0004 ([`finish_logs_rebuild`]) shows its
-//! progress and can be interrupted: it is one transaction, started again at the next open.
+//! progress and can be interrupted: it is one transaction, started again at the next open. So is
+//! migration 9's (`chain_id` first in every key, [`super::migrate_chain`]).
 
 use std::borrow::Cow;
 use std::time::Instant;
@@ -48,9 +49,15 @@ pub(super) const SQLITE: &[(i64, &str, &str)] = &[
         "receipt blocks",
         include_str!("../../migrations/sqlite/0006_receipt_blocks.sql"),
     ),
+    (
+        CHAIN_ID,
+        "chain id",
+        include_str!("../../migrations/sqlite/0009_chain_id.sql"),
+    ),
 ];
 
-/// `(version, description, sql)` of every Postgres migration, in order; numbered like [`SQLITE`] up to 6.
+/// `(version, description, sql)` of every Postgres migration, in order; numbered like [`SQLITE`] up to 6,
+/// and at 9.
 /// 7 and 8 are Postgres's alone: 7, the raw table as BYTEA (SQLite keeps hex TEXT, `docs/schema.md`);
 /// 8, the log and transaction indexes as BIGINT (SQLite's INTEGER has always held 64 bits). A
 /// migration both backends need takes the next number on both, leaving SQLite's gap.
@@ -95,6 +102,11 @@ pub(super) const POSTGRES: &[(i64, &str, &str)] = &[
         "bigint indexes",
         include_str!("../../migrations/postgres/0008_bigint_indexes.sql"),
     ),
+    (
+        CHAIN_ID,
+        "chain id",
+        include_str!("../../migrations/postgres/0009_chain_id.sql"),
+    ),
 ];
 
 /// The migration that rewrites `logs` keyed by `(block_number, log_index)`.
@@ -105,6 +117,10 @@ const LOGS_BYTEA: i64 = 7;
 
 /// The Postgres migration that rewrites `logs` with BIGINT log and transaction indexes.
 const BIGINT_INDEXES: i64 = 8;
+
+/// The migration that puts `chain_id` first in every table's key (both backends; SQLite's rebuild is
+/// [`super::migrate_chain::finish_sqlite`]).
+const CHAIN_ID: i64 = 9;
 
 /// SQLite's table holding the rows of `logs` until [`finish_logs_rebuild`] has copied them.
 const LOGS_BEFORE_0004: &str = "logs_before_0004";
@@ -168,7 +184,8 @@ pub(super) async fn run_sqlite(pool: &SqlitePool) -> Result<(), Error> {
         }
     }
     migrator(SQLITE).await?.run(pool).await?;
-    finish_logs_rebuild(pool).await
+    finish_logs_rebuild(pool).await?;
+    super::migrate_chain::finish_sqlite(pool).await
 }
 
 /// Migrates a Postgres database (its `search_path` schema): announces a rewrite of `logs`, then runs the
@@ -188,7 +205,7 @@ pub(super) async fn run_postgres(pool: &PgPool) -> Result<(), Error> {
         let applied: Vec<i64> = sqlx::query_scalar(
             "SELECT version FROM _sqlx_migrations WHERE version = ANY($1) AND success",
         )
-        .bind([LOGS_BY_BLOCK, LOGS_BYTEA, BIGINT_INDEXES].as_slice())
+        .bind([LOGS_BY_BLOCK, LOGS_BYTEA, BIGINT_INDEXES, CHAIN_ID].as_slice())
         .fetch_all(pool)
         .await
         .map_err(query_error("reading the applied migrations"))?;
@@ -205,10 +222,14 @@ pub(super) async fn run_postgres(pool: &PgPool) -> Result<(), Error> {
                 BIGINT_INDEXES,
                 "storing the raw logs' log_index and transaction_index as BIGINT",
             ),
+            (CHAIN_ID, "building every table's key with chain_id first"),
         ]
         .into_iter()
         .filter(|(version, _)| !applied.contains(version))
         .collect();
+        if !applied.contains(&CHAIN_ID) {
+            super::migrate_chain::refuse_untagged(pool).await?;
+        }
         if !pending.is_empty() {
             let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM logs")
                 .fetch_one(pool)

@@ -8,12 +8,14 @@
 //! a default) and `write` (the statements of a batch's bookkeeping, a rollback and a reindex). `sqlite` and
 //! `postgres` hold only what differs: the dialect, the bulk inserts and connection handling.
 
+mod chains;
 mod continuity;
 mod encode;
 mod error;
 mod in_turn;
 mod indexes;
 mod migrate;
+mod migrate_chain;
 mod parts;
 mod pg_copy;
 mod pg_unnest;
@@ -45,6 +47,9 @@ pub use indexes::{
     IndexState, HOLD_ENV as HOLD_INDEX_BUILD_ENV, HOLD_MESSAGE as HOLD_INDEX_BUILD_MESSAGE,
     META_DEFERRED_INDEXES, META_INDEX_BUILD_STARTED,
 };
+pub use migrate_chain::{
+    HOLD_ENV as HOLD_CHAIN_MIGRATION_ENV, HOLD_MESSAGE as HOLD_CHAIN_MIGRATION_MESSAGE,
+};
 pub use parts::{streams, OpenBatch, HOLD_PARTS_ENV, HOLD_PARTS_MESSAGE};
 pub use postgres::{PostgresSink, COMMIT_ATTEMPTS};
 pub use sqlite::SqliteSink;
@@ -60,7 +65,10 @@ pub use transactions::{TransactionRow, Transactions, META_TRANSACTIONS};
 /// (the key until the raw table's, whose hash column made Postgres's index three times the size), or on
 /// `(block_hash, log_index)` with a `block_number` index. Inserts name no conflict target and deletes give
 /// all three columns, so the same statements serve every layout.
-const TYPED_KEY: &str = "block_number, log_index";
+///
+/// Migration 9 put `chain_id` first (`docs/schema.md`: many chains in one database, rows told apart by it),
+/// in every table, typed ones included.
+const TYPED_KEY: &str = "chain_id, block_number, log_index";
 
 fn query_error(doing: &'static str) -> impl FnOnce(sqlx::Error) -> Error {
     move |source| Error::Query { doing, source }
@@ -237,18 +245,23 @@ pub struct ReindexSpec {
 /// What a [`Sink::reindex`] removed.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ReindexReport {
-    /// Tables dropped.
+    /// Tables dropped; a table another chain also has rows in is kept, with this chain's rows deleted.
     pub tables: Vec<String>,
     /// Raw rows deleted.
     pub raw_rows: u64,
 }
 
-/// `meta` key of the chain id the database was built from.
+/// The `meta` key of the chain id the database was built from, before migration 9 moved it to `chains`
+/// (as the chain named [`DEFAULT_CHAIN`]). Read only by that migration.
 pub const META_CHAIN_ID: &str = "chain_id";
-/// `meta` key of the last reorg seen, as text (written by the follower).
+/// Key of the last reorg seen, as text (written by the follower). Per chain since migration 9: [`Sink::meta`]
+/// and [`Sink::set_meta`] read and write it in the bound chain's row of `chains` (column `last_reorg`).
 pub const META_LAST_REORG: &str = "last_reorg";
-/// `meta` key: the providers as the last indexing process reported them (JSON), for `status`.
+/// Key of the providers as the last indexing process reported them (JSON), for `status`. Per chain, as
+/// [`META_LAST_REORG`] (column `providers` of `chains`).
 pub const META_PROVIDERS: &str = "providers";
+/// The name of the one chain of a config with `[node]` alone (`interface.md`, "Many chains").
+pub const DEFAULT_CHAIN: &str = crate::config::DEFAULT_CHAIN;
 
 /// The storage backend.
 pub enum Sink {
@@ -325,19 +338,60 @@ impl Sink {
         }
     }
 
-    /// Remembers the chain id on first use; refuses a database built from another chain.
+    /// Binds the sink to chain `name`, which serves `chain_id`: records `(chain_id, name)` in `chains` on
+    /// first use, and from now on every statement that reads or writes chain data names this chain id.
+    /// Binding to another chain forgets what [`Sink::prepare`] set up (prepare again).
     ///
     /// # Errors
-    /// [`Error::Mismatch`] naming both chain ids; [`Error::Invalid`] when the stored one is not a number;
-    /// [`Error::Query`].
-    pub async fn check_chain_id(&self, chain_id: u64) -> Result<(), Error> {
-        prepare::check_chain_id(self, chain_id).await
+    /// [`Error::Mismatch`] naming both ids, the chain and the fix, when `name` is recorded with another chain
+    /// id or `chain_id` under another name; [`Error::Invalid`] when a record cannot be read or `chain_id`
+    /// does not fit the column; [`Error::Query`].
+    pub async fn bind_chain(&mut self, name: &str, chain_id: u64) -> Result<(), Error> {
+        chains::bind(self, name, chain_id).await
     }
 
-    /// Every contract's checkpoint.
+    /// Binds the sink to chain `name` with the chain id the database records for it (for commands that do
+    /// not ask the node, such as `status` and `--reindex`); the id, or `None` (left unbound) when the
+    /// database records no such chain.
     ///
     /// # Errors
-    /// [`Error::Query`]; [`Error::Invalid`] naming the row when one is not a block number.
+    /// As [`Sink::bind_chain`].
+    pub async fn bind_recorded(&mut self, name: &str) -> Result<Option<u64>, Error> {
+        match chains::recorded(self, name).await? {
+            Some(chain_id) => {
+                chains::bind(self, name, chain_id).await?;
+                Ok(Some(chain_id))
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// The chain id the database records for chain `name`; `None` before its first sync.
+    ///
+    /// # Errors
+    /// [`Error::Query`]; [`Error::Invalid`] when the record cannot be read.
+    pub async fn recorded_chain(&self, name: &str) -> Result<Option<u64>, Error> {
+        chains::recorded(self, name).await
+    }
+
+    /// Every chain the database records, `(name, chain id)` in name order.
+    ///
+    /// # Errors
+    /// [`Error::Query`]; [`Error::Invalid`] when a record cannot be read.
+    pub async fn chains(&self) -> Result<Vec<(String, u64)>, Error> {
+        chains::all(self).await
+    }
+
+    /// The chain id the sink is bound to ([`Sink::bind_chain`]); `None` before.
+    pub fn bound_chain(&self) -> Option<u64> {
+        self.chain().map(|chain| chain.id)
+    }
+
+    /// Every contract's checkpoint (of the bound chain).
+    ///
+    /// # Errors
+    /// [`Error::Unbound`] before [`Sink::bind_chain`]; [`Error::Query`]; [`Error::Invalid`] naming the row
+    /// when one is not a block number.
     pub async fn checkpoints(&self) -> Result<HashMap<String, BlockNumber>, Error> {
         read::checkpoints(self).await
     }
@@ -390,12 +444,16 @@ impl Sink {
         Ok(report)
     }
 
-    /// A value of the `meta` table.
+    /// A value of the `meta` table; for a per-chain key ([`META_LAST_REORG`], [`META_PROVIDERS`]), the
+    /// bound chain's.
     ///
     /// # Errors
-    /// [`Error::Query`].
+    /// [`Error::Query`]; [`Error::Unbound`] for a per-chain key before [`Sink::bind_chain`].
     pub async fn meta(&self, key: &str) -> Result<Option<String>, Error> {
-        read::meta(self, key).await
+        match chains::column_of(key) {
+            Some(column) => chains::fact(self, column).await,
+            None => read::meta(self, key).await,
+        }
     }
 
     /// Sets `meta.<key>` to `value`, alone in its transaction (what a running process reports about
@@ -404,6 +462,10 @@ impl Sink {
     /// # Errors
     /// [`Error::Query`].
     pub async fn set_meta(&self, key: &str, value: String) -> Result<(), Error> {
+        if let Some(column) = chains::column_of(key) {
+            let statement = chains::set_fact(self, column, value)?;
+            return self.transaction(&[statement]).await.map(drop);
+        }
         let statement = Statement::new(
             "recording what this process reports",
             "INSERT INTO meta (key, value) VALUES ($1, $2) \
@@ -413,18 +475,22 @@ impl Sink {
         self.transaction(&[statement]).await.map(drop)
     }
 
-    /// The chain id the database was built from; `None` before the first sync.
+    /// The chain id the sink is bound to; unbound, the one recorded for [`DEFAULT_CHAIN`] (the one chain of a
+    /// config with `[node]` alone); `None` before the first sync.
     ///
     /// # Errors
     /// [`Error::Query`]; [`Error::Invalid`] when the stored value is not a number.
     pub async fn chain_id(&self) -> Result<Option<u64>, Error> {
-        read::chain_id(self).await
+        match self.bound_chain() {
+            Some(chain_id) => Ok(Some(chain_id)),
+            None => chains::recorded(self, DEFAULT_CHAIN).await,
+        }
     }
 
-    /// The last reorg seen (`meta.last_reorg`), as the follower wrote it; `None` when there was none.
+    /// The last reorg seen on the bound chain, as the follower wrote it; `None` when there was none.
     ///
     /// # Errors
-    /// [`Error::Query`].
+    /// [`Error::Unbound`] before [`Sink::bind_chain`]; [`Error::Query`].
     pub async fn last_reorg(&self) -> Result<Option<String>, Error> {
         self.meta(META_LAST_REORG).await
     }
@@ -511,6 +577,24 @@ impl Sink {
         }
     }
 
+    /// The chain the sink is bound to.
+    fn chain(&self) -> Option<&chains::Bound> {
+        match self {
+            Sink::Sqlite(s) => s.chain.as_ref(),
+            Sink::Postgres(s) => s.chain.as_ref(),
+        }
+    }
+
+    /// The bound chain id as a statement's parameter.
+    ///
+    /// # Errors
+    /// [`Error::Unbound`] naming what was asked before [`Sink::bind_chain`].
+    fn chain_param(&self, doing: &'static str) -> Result<Param, Error> {
+        self.chain()
+            .map(|chain| Param::Int(chain.column))
+            .ok_or(Error::Unbound(doing))
+    }
+
     /// The tables given to the last [`Sink::prepare`].
     fn tables(&self) -> &[TableSpec] {
         match self {
@@ -525,6 +609,19 @@ impl Sink {
             Sink::Sqlite(s) => &mut s.nexts,
             Sink::Postgres(s) => &mut s.nexts,
         }
+    }
+
+    /// Binds to `chain`; what `prepare` set up for another chain is forgotten.
+    fn set_chain(&mut self, chain: chains::Bound) {
+        let (bound, tables, nexts) = match self {
+            Sink::Sqlite(s) => (&mut s.chain, &mut s.tables, &mut s.nexts),
+            Sink::Postgres(s) => (&mut s.chain, &mut s.tables, &mut s.nexts),
+        };
+        if bound.as_ref().is_some_and(|b| b.id != chain.id) {
+            tables.clear();
+            *nexts = continuity::Nexts::default();
+        }
+        *bound = Some(chain);
     }
 
     fn set_tables(&mut self, tables: &[TableSpec]) {

@@ -47,6 +47,8 @@ pub(super) struct CopyBatch {
     pub copies: Vec<Copy>,
     /// The lowest and highest block of its logs; `None` without logs.
     pub span: Option<(i64, i64)>,
+    /// The chain every row is of (the bound chain's id).
+    pub chain_id: i64,
 }
 
 /// Encodes a [`super::write::check`]ed batch for binary COPY, the columns in the order `docs/schema.md`
@@ -56,6 +58,7 @@ pub(super) struct CopyBatch {
 /// [`Error::Malformed`] when a value is not of its column's kind or a number is not decimal text (a bug
 /// upstream, which the check refuses first).
 pub(super) fn encode(
+    chain_id: i64,
     tables: &[TableSpec],
     timestamps: Timestamps,
     batch: &Batch,
@@ -71,16 +74,17 @@ pub(super) fn encode(
     );
     if !batch.logs.is_empty() {
         let mut columns = String::from(
-            "block_number, block_hash, transaction_hash, transaction_index, log_index, address, \
-             topic0, topic1, topic2, topic3, data",
+            "chain_id, block_number, block_hash, transaction_hash, transaction_index, log_index, \
+             address, topic0, topic1, topic2, topic3, data",
         );
         if stored {
             columns.push_str(", block_timestamp");
         }
         let mut out = Buffer::new(batch.logs.len() * 360);
-        let n_fields = 11 + u16::from(stored);
+        let n_fields = 12 + u16::from(stored);
         for log in &batch.logs {
             out.row(n_fields);
+            out.int8(chain_id);
             out.int8(to_i64(log.block_number));
             out.bytes(log.block_hash.as_slice());
             out.bytes(log.transaction_hash.as_slice());
@@ -110,8 +114,9 @@ pub(super) fn encode(
         if rows.is_empty() {
             continue;
         }
-        let mut columns =
-            String::from("block_number, block_hash, transaction_hash, log_index, address");
+        let mut columns = String::from(
+            "chain_id, block_number, block_hash, transaction_hash, log_index, address",
+        );
         if stored {
             columns.push_str(", block_timestamp");
         }
@@ -119,13 +124,14 @@ pub(super) fn encode(
             columns.push_str(", ");
             columns.push_str(&quote_ident(&column.name));
         }
-        let n_fields = u16::try_from(5 + usize::from(stored) + table.columns.len())
+        let n_fields = u16::try_from(6 + usize::from(stored) + table.columns.len())
             .map_err(|_| Error::Malformed(format!("table {} has too many columns", table.name)))?;
         let mut out = Buffer::new(rows.len() * 400);
         let mut digits = [0; MAX_DECIMAL_LEN];
         for row in rows {
             let log: &Log = &batch.logs[row.log];
             out.row(n_fields);
+            out.int8(chain_id);
             out.int8(to_i64(log.block_number));
             out.hex(log.block_hash.as_slice());
             out.hex(log.transaction_hash.as_slice());
@@ -177,7 +183,11 @@ pub(super) fn encode(
             data: out.finish(),
         });
     }
-    Ok(CopyBatch { copies, span })
+    Ok(CopyBatch {
+        copies,
+        span,
+        chain_id,
+    })
 }
 
 /// A COPY buffer being written.

@@ -28,6 +28,7 @@ pub(super) async fn insert_unnest(
         };
     }
     query
+        .bind(insert.chain_id)
         .execute(&mut **tx)
         .await
         .map(drop)
@@ -39,6 +40,8 @@ pub(super) struct Insert {
     doing: &'static str,
     sql: String,
     arrays: Vec<Array>,
+    /// The rows' chain, bound after the arrays (`SELECT $n::bigint, * FROM UNNEST(...)`).
+    chain_id: i64,
 }
 
 /// One column of a batch, bound as one Postgres array.
@@ -56,6 +59,7 @@ enum Array {
 /// [`Error::Malformed`] when a value is not of its column's kind (a bug upstream, which the check refuses
 /// first).
 pub(super) fn inserts(
+    chain_id: i64,
     tables: &[TableSpec],
     timestamps: Timestamps,
     batch: &Batch,
@@ -83,7 +87,7 @@ pub(super) fn inserts(
             )
         };
         let mut sql = String::from(
-            "INSERT INTO logs (block_number, block_hash, transaction_hash, transaction_index, log_index, \
+            "INSERT INTO logs (chain_id, block_number, block_hash, transaction_hash, transaction_index, log_index, \
              address, topic0, topic1, topic2, topic3, data",
         );
         let mut params = String::from(
@@ -108,12 +112,15 @@ pub(super) fn inserts(
             params.push_str(", $12::bigint[]");
             arrays.push(timestamps_of(&logs.iter().collect::<Vec<_>>()));
         }
+        let chain_param = arrays.len() + 1;
         inserts.push(Insert {
             doing: "inserting raw logs",
             sql: format!(
-                "{sql}) SELECT * FROM UNNEST({params}) ON CONFLICT (block_number, log_index) DO NOTHING"
+                "{sql}) SELECT ${chain_param}::bigint, * FROM UNNEST({params}) \
+                 ON CONFLICT (chain_id, block_number, log_index) DO NOTHING"
             ),
             arrays,
+            chain_id,
         });
     }
     for (table_idx, table) in tables.iter().enumerate() {
@@ -222,15 +229,18 @@ pub(super) fn inserts(
             .iter()
             .map(|&(name, _)| name)
             .collect();
+        // `fixed` starts with `chain_id`, bound after the arrays.
+        let chain_param = arrays.len() + 1;
         inserts.push(Insert {
             doing: "inserting typed rows",
             sql: format!(
-                "INSERT INTO {table} ({fixed}{names}) SELECT * FROM UNNEST({params}) \
+                "INSERT INTO {table} ({fixed}{names}) SELECT ${chain_param}::bigint, * FROM UNNEST({params}) \
                  ON CONFLICT DO NOTHING",
                 table = quote_ident(&table.name),
                 fixed = fixed.join(", "),
             ),
             arrays,
+            chain_id,
         });
     }
     Ok(inserts)

@@ -83,6 +83,7 @@ const MAX_IDENTIFIER_BYTES: usize = 63;
 /// it fits [`MAX_IDENTIFIER_BYTES`], and table names refused beyond it.
 pub(super) const DIALECT: Dialect = Dialect {
     typed_fixed: [
+        ("chain_id", "bigint"),
         ("block_number", "bigint"),
         ("block_hash", "text"),
         ("transaction_hash", "text"),
@@ -121,6 +122,8 @@ pub(super) const DIALECT: Dialect = Dialect {
 #[derive(Clone)]
 pub struct PostgresSink {
     pool: PgPool,
+    /// The chain every statement of chain data names (`Sink::bind_chain`).
+    pub(super) chain: Option<super::chains::Bound>,
     /// The tables given to the last `prepare`.
     pub(super) tables: Vec<TableSpec>,
     /// Whether batches carry `block_timestamp` (`Sink::settle_timestamps`).
@@ -189,6 +192,7 @@ impl PostgresSink {
         migrate::run_postgres(&pool).await?;
         Ok(Self {
             pool,
+            chain: None,
             tables: Vec::new(),
             timestamps: Timestamps::default(),
             transactions_table: None,
@@ -354,7 +358,7 @@ impl PostgresSink {
     ) -> Result<(), (&'static str, sqlx::Error)> {
         if copy.span.is_some() {
             if occupied {
-                let inserts = inserts(&self.tables, self.timestamps, batch)
+                let inserts = inserts(copy.chain_id, &self.tables, self.timestamps, batch)
                     .expect("the batch was encoded for COPY, so every value fits its column");
                 for insert in &inserts {
                     insert_unnest(tx, insert).await?;
@@ -394,7 +398,8 @@ async fn write_bookkeeping(
     Ok(())
 }
 
-/// Whether any table `copy` writes holds a row in blocks `low..=high`.
+/// Whether any table `copy` writes holds a row of its chain in blocks `low..=high` (another chain's rows
+/// there never conflict: every key starts with `chain_id`).
 pub(super) async fn occupied(
     tx: &mut sqlx::Transaction<'static, Postgres>,
     copy: &CopyBatch,
@@ -406,7 +411,7 @@ pub(super) async fn occupied(
         .iter()
         .map(|c| {
             format!(
-                "EXISTS (SELECT 1 FROM {} WHERE block_number BETWEEN $1 AND $2)",
+                "EXISTS (SELECT 1 FROM {} WHERE chain_id = $3 AND block_number BETWEEN $1 AND $2)",
                 c.table
             )
         })
@@ -414,6 +419,7 @@ pub(super) async fn occupied(
     sqlx::query_scalar(&format!("SELECT {}", exists.join(" OR ")))
         .bind(low)
         .bind(high)
+        .bind(copy.chain_id)
         .fetch_one(&mut **tx)
         .await
         .map_err(|e| ("looking for rows in the batch's blocks", e))

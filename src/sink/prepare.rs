@@ -11,12 +11,12 @@ use crate::decode::ColumnKind;
 
 use super::read::{self, ContractRecord};
 use super::write::{int, Param, Statement};
-use super::{hex, quote_ident, ContractSpec, Error, Sink, TableSpec, Timestamps, META_CHAIN_ID};
+use super::{hex, quote_ident, ContractSpec, Error, Sink, TableSpec, Timestamps};
 
 /// What differs between the backends in preparing a database.
 pub(super) struct Dialect {
     /// The fixed columns of every typed table, with their types as [`Dialect::columns_sql`] reports them.
-    pub typed_fixed: [(&'static str, &'static str); 5],
+    pub typed_fixed: [(&'static str, &'static str); 6],
     /// The type of `block_timestamp` (logs and typed tables), as [`Dialect::columns_sql`] reports it.
     pub timestamp_type: &'static str,
     /// A parameter column's type, as [`Dialect::columns_sql`] reports it (and `CREATE TABLE` takes it).
@@ -50,9 +50,13 @@ pub(super) async fn prepare(
     contracts: &[ContractSpec],
 ) -> Result<(), Error> {
     let (dialect, timestamps) = (sink.dialect(), sink.timestamps());
+    let chain_id = sink.chain_param("preparing the tables")?;
     let mut widenings = Vec::new();
     for table in tables {
         let mut existing = read::columns(sink, &table.name).await?;
+        // Migration 9 added `chain_id` to a Postgres table in place, so it is the last column there; on
+        // SQLite, and in a table created since, it is the first. Writes name their columns either way.
+        existing.sort_by_key(|(name, _)| name != "chain_id");
         let widening = widen(dialect, &table.name, &mut existing);
         check_table(dialect, timestamps, table, &existing, contracts)?;
         widenings.extend(widening);
@@ -64,7 +68,7 @@ pub(super) async fn prepare(
             check_addresses(contract, record)?;
             check_events(contract, record)?;
             if record.checkpoint.is_some() {
-                let key = filters_key(&contract.name);
+                let key = filters_key(&chain_id, &contract.name);
                 check_filters(contract, read::meta(sink, &key).await?.as_deref())?;
             }
         }
@@ -84,8 +88,8 @@ pub(super) async fn prepare(
     );
     for contract in contracts {
         let recorded = recorded.iter().any(|r| r.name == contract.name);
-        statements.push(record_contract(contract, recorded)?);
-        statements.push(record_filters(contract));
+        statements.push(record_contract(&chain_id, contract, recorded)?);
+        statements.push(record_filters(&chain_id, contract));
     }
     sink.transaction(&statements).await?;
     sink.set_tables(tables);
@@ -93,25 +97,6 @@ pub(super) async fn prepare(
     let checkpoints = read::checkpoints(sink).await?;
     *sink.nexts_mut() = super::continuity::Nexts::read_back(contracts, &checkpoints);
     Ok(())
-}
-
-/// Remembers the chain id on first use; refuses a database built from another chain.
-pub(super) async fn check_chain_id(sink: &Sink, chain_id: u64) -> Result<(), Error> {
-    match read::chain_id(sink).await? {
-        Some(stored) if stored != chain_id => Err(Error::Mismatch(format!(
-            "the database holds logs of chain {stored} but the node serves chain {chain_id}: point database.url \
-             at a new database (on Postgres, database.schema at a new schema will do)"
-        ))),
-        Some(_) => Ok(()),
-        None => {
-            let record = Statement::new(
-                "recording the chain id",
-                format!("INSERT INTO meta (key, value) VALUES ('{META_CHAIN_ID}', $1)"),
-                vec![Param::Text(chain_id.to_string())],
-            );
-            sink.transaction(&[record]).await.map(drop)
-        }
-    }
 }
 
 /// The fixed columns of a typed table: `dialect.typed_fixed`, then `block_timestamp` when stored
@@ -270,9 +255,13 @@ fn check_events(contract: &ContractSpec, record: &ContractRecord) -> Result<(), 
     Ok(())
 }
 
-/// The `meta` key under which a contract's filters are recorded.
-pub(super) fn filters_key(contract: &str) -> String {
-    format!("filters.{contract}")
+/// The `meta` key under which a contract of chain `chain_id` (a [`Param::Int`]) records its filters:
+/// `filters.<chain id>.<contract>` (migration 9 renamed the `filters.<contract>` of earlier versions).
+pub(super) fn filters_key(chain_id: &Param, contract: &str) -> String {
+    let Param::Int(chain_id) = chain_id else {
+        unreachable!("a chain id is bound as an integer")
+    };
+    format!("filters.{chain_id}.{contract}")
 }
 
 /// Refuses other filters for a contract that has committed rows: they were fetched with the recorded ones,
@@ -294,8 +283,8 @@ fn check_filters(contract: &ContractSpec, recorded: Option<&str>) -> Result<(), 
 
 /// The statement recording a contract's filters (checked to be the recorded ones, or the contract has no
 /// rows yet), or forgetting them when it has none.
-fn record_filters(contract: &ContractSpec) -> Statement {
-    let key = Param::Text(filters_key(&contract.name));
+fn record_filters(chain_id: &Param, contract: &ContractSpec) -> Statement {
+    let key = Param::Text(filters_key(chain_id, &contract.name));
     match &contract.filters {
         Some(filters) => Statement::new(
             "recording a contract's filters",
@@ -332,7 +321,11 @@ fn create_table(dialect: &Dialect, timestamps: Timestamps, table: &TableSpec) ->
 
 /// The statement recording a contract: its events and start block, and its addresses when it is new (a
 /// recorded contract's addresses were checked to be the same).
-fn record_contract(contract: &ContractSpec, recorded: bool) -> Result<Statement, Error> {
+fn record_contract(
+    chain_id: &Param,
+    contract: &ContractSpec,
+    recorded: bool,
+) -> Result<Statement, Error> {
     let addresses: Vec<String> = contract.addresses.iter().map(hex::encode).collect();
     let addresses = serde_json::to_string(&addresses).expect("strings serialize");
     let events = serde_json::to_string(&contract.events).expect("strings serialize");
@@ -346,14 +339,21 @@ fn record_contract(contract: &ContractSpec, recorded: bool) -> Result<Statement,
     Ok(if recorded {
         Statement::new(
             "recording a contract",
-            "UPDATE contracts SET events = $1, start_block = $2 WHERE name = $3",
-            vec![Param::Text(events), Param::Int(start_block), name],
+            "UPDATE contracts SET events = $1, start_block = $2 WHERE chain_id = $3 AND name = $4",
+            vec![
+                Param::Text(events),
+                Param::Int(start_block),
+                chain_id.clone(),
+                name,
+            ],
         )
     } else {
         Statement::new(
             "recording a contract",
-            "INSERT INTO contracts (name, addresses, events, start_block) VALUES ($1, $2, $3, $4)",
+            "INSERT INTO contracts (chain_id, name, addresses, events, start_block) \
+             VALUES ($1, $2, $3, $4, $5)",
             vec![
+                chain_id.clone(),
                 name,
                 Param::Text(addresses),
                 Param::Text(events),

@@ -15,8 +15,7 @@ use alloy_primitives::{Address, B256};
 
 use super::write::Param;
 use super::{
-    hex, quote_ident, BlockNumber, ChildRow, ContractStatus, Error, Sink, TableStatus,
-    TrackedBlock, META_CHAIN_ID,
+    hex, quote_ident, BlockNumber, ChildRow, ContractStatus, Error, Sink, TableStatus, TrackedBlock,
 };
 
 /// Why a value that cannot be right is in the database, and what to do about it.
@@ -44,7 +43,7 @@ fn shown(text: &str) -> String {
 }
 
 /// One fetched row, read column by column with the table and the row's key at hand for messages.
-struct Record {
+pub(super) struct Record {
     table: &'static str,
     /// The row's key, `contract = "usdc"`; set by [`Record::key_text`] or [`Record::key_number`].
     row: String,
@@ -52,7 +51,7 @@ struct Record {
 }
 
 impl Record {
-    fn new(table: &'static str, cells: Vec<Option<String>>) -> Self {
+    pub(super) fn new(table: &'static str, cells: Vec<Option<String>>) -> Self {
         Self {
             table,
             row: String::from("?"),
@@ -78,7 +77,7 @@ impl Record {
     }
 
     /// The next column as a block number or count: 0 to `i64::MAX`, as both backends store them.
-    fn number(&mut self, column: &str, what: &str) -> Result<BlockNumber, Error> {
+    pub(super) fn number(&mut self, column: &str, what: &str) -> Result<BlockNumber, Error> {
         let text = self.text(column)?;
         number(&text).ok_or_else(|| self.invalid(not_a_number(column, &text, what)))
     }
@@ -97,7 +96,7 @@ impl Record {
     }
 
     /// The next column, text, is the row's key.
-    fn key_text(&mut self, column: &str) -> Result<String, Error> {
+    pub(super) fn key_text(&mut self, column: &str) -> Result<String, Error> {
         let text = self.text(column)?;
         self.row = format!("{column} = {text:?}");
         Ok(text)
@@ -129,11 +128,12 @@ fn not_a_number(column: &str, text: &str, what: &str) -> String {
 
 /// Every contract's checkpoint.
 pub(super) async fn checkpoints(sink: &Sink) -> Result<HashMap<String, BlockNumber>, Error> {
+    let chain_id = sink.chain_param("reading checkpoints")?;
     let rows = sink
         .fetch(
             "reading checkpoints",
-            "SELECT contract, CAST(block_number AS TEXT) FROM checkpoints",
-            &[],
+            "SELECT contract, CAST(block_number AS TEXT) FROM checkpoints WHERE chain_id = $1",
+            &[chain_id],
         )
         .await?;
     rows.into_iter()
@@ -147,13 +147,14 @@ pub(super) async fn checkpoints(sink: &Sink) -> Result<HashMap<String, BlockNumb
 
 /// Every factory child the database records, in the order they were created.
 pub(super) async fn factory_children(sink: &Sink) -> Result<Vec<ChildRow>, Error> {
+    let chain_id = sink.chain_param("reading factory children")?;
     let rows = sink
         .fetch(
             "reading factory children",
             "SELECT contract, address, CAST(block_number AS TEXT), block_hash, CAST(log_index AS TEXT), \
-             factory_address FROM factory_children \
+             factory_address FROM factory_children WHERE chain_id = $1 \
              ORDER BY factory_children.block_number, factory_children.log_index, contract",
-            &[],
+            &[chain_id],
         )
         .await?;
     rows.into_iter()
@@ -181,12 +182,13 @@ pub(super) async fn factory_children(sink: &Sink) -> Result<Vec<ChildRow>, Error
 pub(super) async fn tracked_blocks(
     sink: &Sink,
 ) -> Result<BTreeMap<BlockNumber, TrackedBlock>, Error> {
+    let chain_id = sink.chain_param("reading block hashes")?;
     let rows = sink
         .fetch(
             "reading block hashes",
             "SELECT CAST(block_number AS TEXT), block_hash, parent_hash FROM block_hashes \
-             ORDER BY block_number",
-            &[],
+             WHERE chain_id = $1 ORDER BY block_number",
+            &[chain_id],
         )
         .await?;
     rows.into_iter()
@@ -232,31 +234,14 @@ pub(super) async fn meta(sink: &Sink, key: &str) -> Result<Option<String>, Error
     }
 }
 
-/// The chain id the database was built from; `None` before the first sync.
-pub(super) async fn chain_id(sink: &Sink) -> Result<Option<u64>, Error> {
-    match meta(sink, META_CHAIN_ID).await? {
-        None => Ok(None),
-        Some(text) => match text.parse() {
-            Ok(chain_id) => Ok(Some(chain_id)),
-            Err(_) => Err(invalid(
-                "meta",
-                format_args!("key = {META_CHAIN_ID:?}"),
-                format_args!(
-                    "value holds {}, not a chain id: {NOT_WRITTEN_BY_LOGSLICE}",
-                    shown(&text)
-                ),
-            )),
-        },
-    }
-}
-
 /// The rows of `receipt_blocks`: stored blocks whose logs were read from their receipts.
 pub(super) async fn receipt_blocks(sink: &Sink) -> Result<u64, Error> {
+    let chain_id = sink.chain_param("counting blocks read from receipts")?;
     let rows = sink
         .fetch(
             "counting blocks read from receipts",
-            "SELECT CAST(count(*) AS TEXT) FROM receipt_blocks",
-            &[],
+            "SELECT CAST(count(*) AS TEXT) FROM receipt_blocks WHERE chain_id = $1",
+            &[chain_id],
         )
         .await?;
     match rows.into_iter().next() {
@@ -287,13 +272,15 @@ pub(super) async fn contract_records(
     sink: &Sink,
     wanted: impl Fn(&str) -> bool,
 ) -> Result<Vec<ContractRecord>, Error> {
+    let chain_id = sink.chain_param("reading the contracts")?;
     let rows = sink
         .fetch(
             "reading the contracts",
             "SELECT c.name, c.addresses, c.events, CAST(c.start_block AS TEXT), \
              CAST(k.block_number AS TEXT) \
-             FROM contracts c LEFT JOIN checkpoints k ON k.contract = c.name ORDER BY c.name",
-            &[],
+             FROM contracts c LEFT JOIN checkpoints k ON k.chain_id = c.chain_id AND k.contract = c.name \
+             WHERE c.chain_id = $1 ORDER BY c.name",
+            &[chain_id],
         )
         .await?;
     let mut records = Vec::with_capacity(rows.len());
@@ -391,13 +378,17 @@ pub(super) async fn columns(sink: &Sink, table: &str) -> Result<Vec<(String, Str
         .collect()
 }
 
-/// Rows of a table, `None` when it does not exist.
+/// Rows of the bound chain in a table, `None` when it does not exist.
 async fn row_count(sink: &Sink, table: &str) -> Result<Option<u64>, Error> {
     if !table_exists(sink, table).await? {
         return Ok(None);
     }
-    let sql = format!("SELECT CAST(count(*) AS TEXT) FROM {}", quote_ident(table));
-    let rows = sink.fetch("counting rows", &sql, &[]).await?;
+    let chain_id = sink.chain_param("counting rows")?;
+    let sql = format!(
+        "SELECT CAST(count(*) AS TEXT) FROM {} WHERE chain_id = $1",
+        quote_ident(table)
+    );
+    let rows = sink.fetch("counting rows", &sql, &[chain_id]).await?;
     let cells = rows.into_iter().next().unwrap_or_else(|| vec![None]);
     let mut record = Record::new("count", cells);
     record.row = format!("of table {table}");
@@ -418,8 +409,12 @@ pub(super) async fn status(sink: &Sink) -> Result<Vec<ContractStatus>, Error> {
         let children = sink
             .fetch(
                 "counting factory children",
-                "SELECT CAST(count(*) AS TEXT) FROM factory_children WHERE contract = $1",
-                &[Param::Text(record.name.clone())],
+                "SELECT CAST(count(*) AS TEXT) FROM factory_children \
+                 WHERE chain_id = $1 AND contract = $2",
+                &[
+                    sink.chain_param("counting factory children")?,
+                    Param::Text(record.name.clone()),
+                ],
             )
             .await?;
         let children = match children.into_iter().next() {

@@ -28,6 +28,7 @@ use super::{migrate, query_error, Error, Rows, TableSpec, Timestamps, TYPED_KEY}
 /// `CREATE TABLE` text), and have been the same since the first typed table.
 pub(super) const DIALECT: Dialect = Dialect {
     typed_fixed: [
+        ("chain_id", "INTEGER"),
         ("block_number", "INTEGER"),
         ("block_hash", "TEXT"),
         ("transaction_hash", "TEXT"),
@@ -78,6 +79,8 @@ pub struct SqliteSink {
     /// The file's writer connection and checkpointer, shared by every sink of this process on the file.
     file: Arc<OpenFile>,
     pool: SqlitePool,
+    /// The chain every statement of chain data names (`Sink::bind_chain`).
+    pub(super) chain: Option<super::chains::Bound>,
     /// The tables given to the last `prepare`.
     pub(super) tables: Vec<TableSpec>,
     /// Whether batches carry `block_timestamp` (`Sink::settle_timestamps`).
@@ -133,6 +136,7 @@ impl SqliteSink {
         Ok(Self {
             pool: file.pool.clone(),
             file,
+            chain: None,
             tables: Vec::new(),
             timestamps: Timestamps::default(),
             transactions_table: None,

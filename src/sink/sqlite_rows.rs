@@ -19,7 +19,7 @@ pub(super) const INSERT_OR_FAIL: &str = "INSERT OR FAIL INTO";
 
 /// The fixed columns of every typed table, before the parameter columns.
 pub(super) const TYPED_FIXED: &str =
-    "block_number, block_hash, transaction_hash, log_index, address";
+    "chain_id, block_number, block_hash, transaction_hash, log_index, address";
 
 /// One value as SQLite binds it; text and blobs are ranges of [`TableRows::bytes`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -149,6 +149,7 @@ fn typed_text_bytes(log: &crate::primitives::Log, values: &[Value]) -> usize {
 
 /// The rows of `batch`'s raw logs, then its typed rows per table (tables without rows left out).
 pub(super) fn encode(
+    chain_id: i64,
     tables: &[TableSpec],
     timestamps: Timestamps,
     batch: &Batch,
@@ -157,22 +158,24 @@ pub(super) fn encode(
     let stored = timestamps == Timestamps::Stored;
     let timestamp_column = if stored { ", block_timestamp" } else { "" };
     let mut all = Vec::new();
-    // docs/schema.md: the database holds only canonical logs, so `(block_number, log_index)` is a log's
-    // identity (rows of an orphaned block are deleted before its replacement is written).
+    // docs/schema.md: the database holds only canonical logs, so `(chain_id, block_number, log_index)` is
+    // a log's identity (rows of an orphaned block are deleted before its replacement is written).
     let mut raw = TableRows::new(
         "inserting raw logs",
         format!(
-            "{INSERT_OR_FAIL} logs (block_number, block_hash, transaction_hash, transaction_index, \
-             log_index, address, topic0, topic1, topic2, topic3, data{timestamp_column}) VALUES "
+            "{INSERT_OR_FAIL} logs (chain_id, block_number, block_hash, transaction_hash, \
+             transaction_index, log_index, address, topic0, topic1, topic2, topic3, data{timestamp_column}) \
+             VALUES "
         ),
-        " ON CONFLICT (block_number, log_index) DO NOTHING",
-        11 + usize::from(stored),
+        " ON CONFLICT (chain_id, block_number, log_index) DO NOTHING",
+        12 + usize::from(stored),
     );
     // Both sized exactly: grown by doubling, the buffers were copied and faulted in again as they grew.
     raw.cells.reserve_exact(batch.logs.len() * raw.columns);
     let raw_bytes = batch.logs.iter().map(raw_text_bytes).sum();
     raw.bytes.reserve_exact(raw_bytes);
     for log in &batch.logs {
+        raw.int(chain_id);
         raw.int(to_i64(log.block_number));
         raw.hex(log.block_hash.as_slice());
         raw.hex(log.transaction_hash.as_slice());
@@ -216,7 +219,7 @@ pub(super) fn encode(
                 quote_ident(&table.name)
             ),
             " ON CONFLICT DO NOTHING",
-            5 + usize::from(stored) + table.columns.len(),
+            6 + usize::from(stored) + table.columns.len(),
         );
         rows.cells.reserve_exact(typed.len() * rows.columns);
         let typed_bytes = typed
@@ -226,6 +229,7 @@ pub(super) fn encode(
         rows.bytes.reserve_exact(typed_bytes);
         for row in typed {
             let log = &batch.logs[row.log];
+            rows.int(chain_id);
             rows.int(to_i64(log.block_number));
             rows.hex(log.block_hash.as_slice());
             rows.hex(log.transaction_hash.as_slice());

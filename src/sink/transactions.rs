@@ -49,7 +49,7 @@ impl Transactions {
 /// Migration 0008's statement for this table (Postgres), for a table created from 0005 after 0008 ran.
 const WIDEN_POSTGRES: &str = "ALTER TABLE transactions ALTER COLUMN transaction_index TYPE BIGINT";
 
-/// Rows per insert statement: 17 parameters each, far under both backends' bind limits.
+/// Rows per insert statement: 18 parameters each, far under both backends' bind limits.
 const ROWS_PER_STATEMENT: usize = 500;
 
 /// One row of `transactions`.
@@ -103,14 +103,18 @@ pub(super) enum Placeholders {
 }
 
 /// The statements inserting `rows` (idempotent on `(block_number, transaction_index)`).
-pub(super) fn inserts(rows: &[TransactionRow], placeholders: Placeholders) -> Vec<Statement> {
+pub(super) fn inserts(
+    chain_id: i64,
+    rows: &[TransactionRow],
+    placeholders: Placeholders,
+) -> Vec<Statement> {
     const COLUMNS: &str =
-        "block_number, transaction_index, transaction_hash, block_hash, block_timestamp, \
+        "chain_id, block_number, transaction_index, transaction_hash, block_hash, block_timestamp, \
                            from_address, to_address, value, gas, gas_price, max_fee_per_gas, \
                            max_priority_fee_per_gas, nonce, type, input, status, gas_used";
-    const N_COLUMNS: usize = 17;
+    const N_COLUMNS: usize = 18;
     // Columns holding exact decimals: value, gas, gas_price, max fees, nonce, gas_used.
-    const NUMERIC: [usize; 7] = [7, 8, 9, 10, 11, 12, 16];
+    const NUMERIC: [usize; 7] = [8, 9, 10, 11, 12, 13, 17];
     let decimal = |n: &U256| Param::Text(n.to_string());
     let opt_decimal = |n: &Option<U256>| n.as_ref().map(decimal);
     rows.chunks(ROWS_PER_STATEMENT)
@@ -120,6 +124,7 @@ pub(super) fn inserts(rows: &[TransactionRow], placeholders: Placeholders) -> Ve
             for row in chunk {
                 let first = params.len();
                 let cells: [Option<Param>; N_COLUMNS] = [
+                    Some(Param::Int(chain_id)),
                     Some(Param::Int(to_i64(row.block_number))),
                     Some(Param::Int(to_i64(row.transaction_index))),
                     Some(Param::Text(hex::encode(row.transaction_hash))),
@@ -163,7 +168,7 @@ pub(super) fn inserts(rows: &[TransactionRow], placeholders: Placeholders) -> Ve
                 "inserting transactions",
                 format!(
                     "INSERT INTO transactions ({COLUMNS}) VALUES {} \
-                     ON CONFLICT (block_number, transaction_index) DO NOTHING",
+                     ON CONFLICT (chain_id, block_number, transaction_index) DO NOTHING",
                     values.join(", ")
                 ),
                 params,
@@ -172,14 +177,16 @@ pub(super) fn inserts(rows: &[TransactionRow], placeholders: Placeholders) -> Ve
         .collect()
 }
 
-/// Deletes the transactions none of whose logs is stored any more (after a reindex, or a removed log).
-pub(super) fn cleanup() -> Statement {
+/// Deletes chain `chain_id`'s transactions none of whose logs is stored any more (after a reindex, or a
+/// removed log).
+pub(super) fn cleanup(chain_id: i64) -> Statement {
     Statement::new(
         "deleting transactions without stored logs",
-        "DELETE FROM transactions WHERE NOT EXISTS (SELECT 1 FROM logs \
-         WHERE logs.block_number = transactions.block_number \
+        "DELETE FROM transactions WHERE chain_id = $1 AND NOT EXISTS (SELECT 1 FROM logs \
+         WHERE logs.chain_id = transactions.chain_id \
+         AND logs.block_number = transactions.block_number \
          AND logs.transaction_index = transactions.transaction_index)",
-        Vec::new(),
+        vec![Param::Int(chain_id)],
     )
 }
 
@@ -250,17 +257,20 @@ pub(super) async fn settle(sink: &mut Sink, wanted: Transactions) -> Result<(), 
         .await?;
     } else if ever_on && !exists {
         // Migration 0008 widened a table that existed then (Postgres); one created after it gets the same.
-        let (ddl, widen) = match sink {
+        // Migration 9 keyed it by chain first, as every table.
+        let (ddl, widen, chain_type) = match sink {
             Sink::Sqlite(_) => (
                 include_str!("../../migrations/sqlite/0005_transactions.sql"),
                 None,
+                "INTEGER",
             ),
             Sink::Postgres(_) => (
                 include_str!("../../migrations/postgres/0005_transactions.sql"),
                 Some(WIDEN_POSTGRES),
+                "BIGINT",
             ),
         };
-        let mut statements = create_statements(ddl);
+        let mut statements = create_statements(ddl, chain_type);
         statements.extend(
             widen.map(|sql| Statement::new("creating the transactions table", sql, Vec::new())),
         );
@@ -291,8 +301,9 @@ pub(super) async fn table_exists(sink: &Sink) -> Result<bool, Error> {
         .is_some_and(Option::is_some))
 }
 
-/// The statements of migration 0005, made idempotent (`IF NOT EXISTS`), comments left out.
-fn create_statements(ddl: &str) -> Vec<Statement> {
+/// The statements of migration 0005, made idempotent (`IF NOT EXISTS`), comments left out, with migration
+/// 9's `chain_id` (of type `chain_type`) as the first column and the first of the key.
+fn create_statements(ddl: &str, chain_type: &str) -> Vec<Statement> {
     let code: String = ddl
         .lines()
         .filter(|line| !line.trim_start().starts_with("--"))
@@ -303,7 +314,16 @@ fn create_statements(ddl: &str) -> Vec<Statement> {
         .filter(|sql| !sql.is_empty())
         .map(|sql| {
             let sql = sql
-                .replacen("CREATE TABLE ", "CREATE TABLE IF NOT EXISTS ", 1)
+                .replacen(
+                    "CREATE TABLE transactions (",
+                    &format!("CREATE TABLE IF NOT EXISTS transactions (\n    chain_id {chain_type} NOT NULL,"),
+                    1,
+                )
+                .replacen(
+                    "PRIMARY KEY (block_number, transaction_index)",
+                    "PRIMARY KEY (chain_id, block_number, transaction_index)",
+                    1,
+                )
                 .replacen("CREATE INDEX ", "CREATE INDEX IF NOT EXISTS ", 1);
             Statement::new("creating the transactions table", sql, Vec::new())
         })
@@ -316,15 +336,25 @@ mod tests {
 
     #[test]
     fn the_table_is_created_from_migration_0005_if_it_is_not_there() {
-        for ddl in [
-            include_str!("../../migrations/sqlite/0005_transactions.sql"),
-            include_str!("../../migrations/postgres/0005_transactions.sql"),
+        for (ddl, chain_type) in [
+            (
+                include_str!("../../migrations/sqlite/0005_transactions.sql"),
+                "INTEGER",
+            ),
+            (
+                include_str!("../../migrations/postgres/0005_transactions.sql"),
+                "BIGINT",
+            ),
         ] {
-            let statements = create_statements(ddl);
+            let statements = create_statements(ddl, chain_type);
             assert_eq!(statements.len(), 2, "{statements:?}");
-            assert!(statements[0]
-                .sql
-                .starts_with("CREATE TABLE IF NOT EXISTS transactions"));
+            let create = &statements[0].sql;
+            assert!(
+                create.starts_with(&format!(
+                    "CREATE TABLE IF NOT EXISTS transactions (\n    chain_id {chain_type} NOT NULL,"
+                )) && create.contains("PRIMARY KEY (chain_id, block_number, transaction_index)"),
+                "{create}"
+            );
             assert!(statements[1]
                 .sql
                 .starts_with("CREATE INDEX IF NOT EXISTS transactions_hash"));
@@ -379,20 +409,20 @@ mod tests {
             gas_used: None,
         };
         // SQLite: anonymous parameters in the same order (no named-parameter lookups).
-        let sqlite = inserts(std::slice::from_ref(&row), Placeholders::Sqlite);
+        let sqlite = inserts(1, std::slice::from_ref(&row), Placeholders::Sqlite);
         assert!(
             sqlite[0]
                 .sql
-                .contains("(?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, NULL, NULL, ?, ?, ?, NULL, NULL)"),
+                .contains("(?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, NULL, NULL, ?, ?, ?, NULL, NULL)"),
             "{}",
             sqlite[0].sql
         );
         assert!(!sqlite[0].sql.contains('$'));
-        let statements = inserts(&[row], Placeholders::Postgres);
+        let statements = inserts(1, &[row], Placeholders::Postgres);
         assert_eq!(statements.len(), 1);
         let sql = &statements[0].sql;
-        assert!(sql.contains("($1, $2, $3, $4, $5, $6, NULL, $7::numeric, $8::numeric, $9::numeric, NULL, NULL, $10::numeric, $11, $12, NULL, NULL)"), "{sql}");
-        assert_eq!(statements[0].params.len(), 12);
-        assert_eq!(statements[0].params[6], Param::Text(U256::MAX.to_string()));
+        assert!(sql.contains("($1, $2, $3, $4, $5, $6, $7, NULL, $8::numeric, $9::numeric, $10::numeric, NULL, NULL, $11::numeric, $12, $13, NULL, NULL)"), "{sql}");
+        assert_eq!(statements[0].params.len(), 13);
+        assert_eq!(statements[0].params[7], Param::Text(U256::MAX.to_string()));
     }
 }

@@ -247,10 +247,12 @@ fn fits(kind: ColumnKind, value: &Value) -> bool {
 /// remember blocks above finality, forget final ones, move checkpoints.
 pub(super) fn bookkeeping(
     dialect: &Dialect,
+    chain_id: i64,
     tables: &[TableSpec],
     batch: &Batch,
 ) -> Vec<Statement> {
     let mut statements = Vec::new();
+    let chain = Param::Int(chain_id);
     let raw_hash = (dialect.raw_hex)("$3");
     for key in &batch.removed {
         let hash = hex::encode(key.block_hash);
@@ -260,13 +262,15 @@ pub(super) fn bookkeeping(
             statements.push(Statement::new(
                 "deleting a removed log",
                 format!(
-                    "DELETE FROM {} WHERE block_number = $1 AND log_index = $2 AND block_hash = {hash_param}",
+                    "DELETE FROM {} WHERE block_number = $1 AND log_index = $2 AND block_hash = {hash_param} \
+                     AND chain_id = $4",
                     quote_ident(table)
                 ),
                 vec![
                     Param::Int(to_i64(key.block_number)),
                     Param::Int(to_i64(key.log_index)),
                     Param::Text(hash.clone()),
+                    chain.clone(),
                 ],
             ));
         }
@@ -274,10 +278,12 @@ pub(super) fn bookkeeping(
     for block in &batch.blocks {
         statements.push(Statement::new(
             "remembering a block hash",
-            "INSERT INTO block_hashes (block_number, block_hash, parent_hash) VALUES ($1, $2, $3) \
-             ON CONFLICT (block_number) DO UPDATE SET block_hash = excluded.block_hash, \
+            "INSERT INTO block_hashes (chain_id, block_number, block_hash, parent_hash) \
+             VALUES ($1, $2, $3, $4) \
+             ON CONFLICT (chain_id, block_number) DO UPDATE SET block_hash = excluded.block_hash, \
              parent_hash = excluded.parent_hash",
             vec![
+                chain.clone(),
                 Param::Int(to_i64(block.number)),
                 Param::Text(hex::encode(block.hash)),
                 Param::Text(hex::encode(block.parent_hash)),
@@ -287,16 +293,16 @@ pub(super) fn bookkeeping(
     if let Some(below) = batch.forget_blocks_below {
         statements.push(Statement::new(
             "forgetting final block hashes",
-            "DELETE FROM block_hashes WHERE block_number < $1",
-            vec![Param::Int(to_i64(below))],
+            "DELETE FROM block_hashes WHERE block_number < $1 AND chain_id = $2",
+            vec![Param::Int(to_i64(below)), chain.clone()],
         ));
     }
     for child in &batch.children {
         statements.push(Statement::new(
             "recording a factory child",
             "INSERT INTO factory_children \
-             (contract, address, block_number, block_hash, log_index, factory_address) \
-             VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (contract, address) DO NOTHING",
+             (contract, address, block_number, block_hash, log_index, factory_address, chain_id) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (chain_id, contract, address) DO NOTHING",
             vec![
                 Param::Text(child.contract.clone()),
                 Param::Text(hex::encode(child.address)),
@@ -304,23 +310,25 @@ pub(super) fn bookkeeping(
                 Param::Text(hex::encode(child.block_hash)),
                 Param::Int(to_i64(child.log_index)),
                 Param::Text(hex::encode(child.factory_address)),
+                chain.clone(),
             ],
         ));
     }
     for &block in &batch.receipt_blocks {
         statements.push(Statement::new(
             "counting a block read from receipts",
-            "INSERT INTO receipt_blocks (block_number) VALUES ($1) \
-             ON CONFLICT (block_number) DO NOTHING",
-            vec![Param::Int(to_i64(block))],
+            "INSERT INTO receipt_blocks (chain_id, block_number) VALUES ($1, $2) \
+             ON CONFLICT (chain_id, block_number) DO NOTHING",
+            vec![chain.clone(), Param::Int(to_i64(block))],
         ));
     }
     for checkpoint in &batch.checkpoints {
         statements.push(Statement::new(
             "moving a checkpoint",
-            "INSERT INTO checkpoints (contract, block_number) VALUES ($1, $2) \
-             ON CONFLICT (contract) DO UPDATE SET block_number = excluded.block_number",
+            "INSERT INTO checkpoints (chain_id, contract, block_number) VALUES ($1, $2, $3) \
+             ON CONFLICT (chain_id, contract) DO UPDATE SET block_number = excluded.block_number",
             vec![
+                chain.clone(),
                 Param::Text(checkpoint.contract.clone()),
                 Param::Int(to_i64(checkpoint.block)),
             ],
@@ -342,9 +350,14 @@ pub(super) async fn rollback(
         "block_number",
         ancestor,
     )?);
+    // Per chain: a rollback of one chain never touches another's rows.
+    let chain = sink.chain_param("rolling back")?;
     let delete_above = |doing, table: &str| {
-        let sql = format!("DELETE FROM {} WHERE block_number > $1", quote_ident(table));
-        Statement::new(doing, sql, vec![above.clone()])
+        let sql = format!(
+            "DELETE FROM {} WHERE chain_id = $2 AND block_number > $1",
+            quote_ident(table)
+        );
+        Statement::new(doing, sql, vec![above.clone(), chain.clone()])
     };
     let tables = sink.tables();
     let mut statements = vec![delete_above("rolling back raw logs", "logs")];
@@ -365,15 +378,14 @@ pub(super) async fn rollback(
     ));
     statements.push(Statement::new(
         "moving checkpoints back",
-        "UPDATE checkpoints SET block_number = $1 WHERE block_number > $1",
-        vec![above.clone()],
+        "UPDATE checkpoints SET block_number = $1 WHERE chain_id = $2 AND block_number > $1",
+        vec![above.clone(), chain.clone()],
     ));
-    statements.push(Statement::new(
-        "recording the reorg",
-        "INSERT INTO meta (key, value) VALUES ('last_reorg', $1) \
-         ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-        vec![Param::Text(note.to_owned())],
-    ));
+    statements.push(super::chains::set_fact(
+        sink,
+        "last_reorg",
+        note.to_owned(),
+    )?);
     if super::transactions::table_exists(sink).await? {
         statements.push(delete_above("rolling back transactions", "transactions"));
     }
@@ -402,44 +414,66 @@ pub(super) async fn reindex(
             report.tables.push(table);
         }
     }
-    let mut statements: Vec<Statement> = report
-        .tables
-        .iter()
-        .map(|table| {
+    let chain = sink.chain_param("reindexing")?;
+    let mut statements = Vec::new();
+    for table in &report.tables {
+        // A table shared with the same contract on another chain keeps that chain's rows.
+        let other_chains = sink
+            .fetch(
+                "looking for another chain's typed rows",
+                &format!(
+                    "SELECT CAST(chain_id AS TEXT) FROM {} WHERE chain_id <> $1 LIMIT 1",
+                    quote_ident(table)
+                ),
+                std::slice::from_ref(&chain),
+            )
+            .await?;
+        statements.push(if other_chains.is_empty() {
             let sql = format!("DROP TABLE {}", quote_ident(table));
             Statement::new("dropping a typed table", sql, Vec::new())
-        })
-        .collect();
+        } else {
+            let sql = format!("DELETE FROM {} WHERE chain_id = $1", quote_ident(table));
+            Statement::new("deleting a chain's typed rows", sql, vec![chain.clone()])
+        });
+    }
     for address in &addresses {
         statements.push(Statement::new(
             "deleting raw logs",
             format!(
-                "DELETE FROM logs WHERE address = {}",
+                "DELETE FROM logs WHERE chain_id = $2 AND address = {}",
                 (sink.dialect().raw_hex)("$1")
             ),
-            vec![Param::Text(address.clone())],
+            vec![Param::Text(address.clone()), chain.clone()],
         ));
     }
     for contract in contracts {
         for sql in [
-            "DELETE FROM checkpoints WHERE contract = $1",
-            "DELETE FROM contracts WHERE name = $1",
-            "DELETE FROM factory_children WHERE contract = $1",
+            "DELETE FROM checkpoints WHERE chain_id = $2 AND contract = $1",
+            "DELETE FROM contracts WHERE chain_id = $2 AND name = $1",
+            "DELETE FROM factory_children WHERE chain_id = $2 AND contract = $1",
         ] {
             let name = Param::Text(contract.name.clone());
-            statements.push(Statement::new("forgetting a contract", sql, vec![name]));
+            statements.push(Statement::new(
+                "forgetting a contract",
+                sql,
+                vec![name, chain.clone()],
+            ));
         }
     }
     // A block read from receipts counts while any of its logs is stored.
     statements.push(Statement::new(
         "forgetting blocks read from receipts without a stored log",
-        "DELETE FROM receipt_blocks WHERE NOT EXISTS \
-         (SELECT 1 FROM logs WHERE logs.block_number = receipt_blocks.block_number)",
-        Vec::new(),
+        "DELETE FROM receipt_blocks WHERE chain_id = $1 AND NOT EXISTS \
+         (SELECT 1 FROM logs WHERE logs.chain_id = receipt_blocks.chain_id \
+         AND logs.block_number = receipt_blocks.block_number)",
+        vec![chain.clone()],
     ));
     // Transactions whose every stored log went with the reindexed contracts go too.
     if super::transactions::table_exists(sink).await? {
-        statements.push(super::transactions::cleanup());
+        let Param::Int(chain_id) = chain else {
+            unreachable!("a chain id is bound as an integer")
+        };
+        statements.push(super::transactions::cleanup(chain_id));
     }
     let deleted = sink.transaction(&statements).await?;
     let n_tables = report.tables.len();

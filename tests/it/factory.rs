@@ -10,7 +10,7 @@ use logslice::pipeline::Target;
 use crate::both_backends;
 use crate::support::{self, assert_db_matches_truth, node_config, Backend, Contract, Workdir};
 
-fn factory_contract() -> Contract {
+pub(crate) fn factory_contract() -> Contract {
     Contract {
         name: "uniswap_v2_factory",
         address: contracts::FACTORY,
@@ -20,12 +20,12 @@ fn factory_contract() -> Contract {
     }
 }
 
-fn token_a() -> Contract {
+pub(crate) fn token_a() -> Contract {
     support::all_contracts().remove(0)
 }
 
 /// A node config of `blocks` blocks whose factory creates `children` pairs by the head, no faults.
-fn factory_chain(blocks: u64, children: u64) -> devnode::DevNodeConfig {
+pub(crate) fn factory_chain(blocks: u64, children: u64) -> devnode::DevNodeConfig {
     let mut config = node_config(blocks);
     config.chain.factory = Some(devnode::FactoryConfig {
         children,
@@ -44,7 +44,7 @@ fn factory_chain_with_bursts(blocks: u64, children: u64, bursts: u32) -> devnode
 }
 
 /// The `[[contracts]]` entry of the pairs, appended to a config `write_config` wrote.
-fn add_pairs(config: &std::path::Path) {
+pub(crate) fn add_pairs(config: &std::path::Path) {
     add_children(config, "pair");
 }
 
@@ -119,7 +119,7 @@ fn truth_rows(children: &[TruthChild]) -> Vec<Vec<String>> {
 }
 
 /// Every table against the truth up to `target`; returns the children compared.
-async fn assert_exact(
+pub(crate) async fn assert_exact(
     work: &Workdir,
     truth: &GroundTruth,
     configured: &[Contract],

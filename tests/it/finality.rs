@@ -151,7 +151,11 @@ async fn a_reorg_under_a_finalized_head_is_rolled_back_and_reported(backend: Bac
         .expect("the sync after the reorg");
     assert_eq!(report.target, head);
     assert_db_matches_truth(&work, &truth, &all_contracts(), head).await;
-    let note = support::query_texts(&work, "SELECT value FROM meta WHERE key = 'last_reorg'").await;
+    let note = support::query_texts(
+        &work,
+        "SELECT last_reorg FROM chains WHERE name = 'default'",
+    )
+    .await;
     let note = note.concat().concat();
     assert!(
         note.contains("rolled back 6 blocks") && note.contains("under the final block"),

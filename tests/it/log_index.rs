@@ -107,6 +107,21 @@ async fn stores_log_indexes_near_2_32_exactly(backend: Backend) {
     assert!(expected.len() >= 3, "{expected:?}");
     assert_eq!(raw, expected);
     assert!(raw.contains(&stored(DEFAULT_LOG_INDEX_BASE)), "{raw:?}");
+    // Every row of the block is the chain's (migration 9: `chain_id` first of every key).
+    let chain_id = truth.chain_id();
+    let mut tables = typed_tables(&work, backend).await;
+    tables.push("logs".to_owned());
+    for table in tables {
+        let other = query_texts(
+            &work,
+            &format!(
+                "SELECT CAST(count(*) AS TEXT) FROM \"{table}\" WHERE block_number = {block} \
+                 AND chain_id <> {chain_id}"
+            ),
+        )
+        .await;
+        assert_eq!(other, [["0"]], "{table}");
+    }
     assert!(
         typed
             .iter()

@@ -2,6 +2,7 @@
 
 mod anon;
 mod anvil;
+mod chains;
 mod continuity;
 mod factory;
 mod filters;
@@ -10,6 +11,7 @@ mod follow;
 mod in_turn;
 mod indexes;
 mod log_index;
+mod many_chains;
 mod migration;
 mod ops;
 mod outage;
@@ -17,6 +19,7 @@ mod parts;
 mod pg;
 mod planning;
 mod postgres_sink;
+mod previous_release;
 mod providers;
 mod rate;
 mod receipts;

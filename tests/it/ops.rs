@@ -159,7 +159,7 @@ async fn status_reports_checkpoints_rows_and_lag_and_still_reads_the_database_wh
         assert_eq!(event["rows"], count(&work.db(), table).await, "{table}");
     }
 
-    sqlx::query("INSERT INTO meta (key, value) VALUES ('last_reorg', 'block 4990: depth 3')")
+    sqlx::query("UPDATE chains SET last_reorg = 'block 4990: depth 3' WHERE name = 'default'")
         .execute(&mut sqlite(&work.db()).await)
         .await
         .expect("record a reorg");
@@ -220,7 +220,7 @@ async fn check_marks_every_check_and_fails_with_78_on_another_chain() {
     ] {
         assert!(check.stdout.contains(wanted), "{wanted}: {}", check.all());
     }
-    sqlx::query("UPDATE meta SET value = '1' WHERE key = 'chain_id'")
+    sqlx::query("UPDATE chains SET chain_id = 1 WHERE name = 'default'")
         .execute(&mut sqlite(&work.db()).await)
         .await
         .expect("pretend another chain");
@@ -286,7 +286,7 @@ async fn a_changed_abi_is_refused_and_sync_reindex_rebuilds_that_contract_only()
     .await;
     assert_eq!(rebuilt.code, Some(0), "{}", rebuilt.all());
     assert_eq!(
-        columns(&work.db(), "token_b_transfer").await[5..],
+        columns(&work.db(), "token_b_transfer").await[6..],
         ["block_timestamp", "src", "dst", "wad"]
     );
     assert_eq!(count(&work.db(), "token_b_transfer").await, transfers);

@@ -50,6 +50,8 @@ impl Db {
                     sink: Sink::Sqlite(sink),
                     place: Place::Dir(dir),
                 }
+                .bound()
+                .await
             }
             Backend::Postgres => {
                 let schema = TestSchema::new().await;
@@ -58,14 +60,38 @@ impl Db {
                     sink,
                     place: Place::Schema(schema),
                 }
+                .bound()
+                .await
             }
         }
+    }
+
+    /// Bound to chain 1 as the chain named `default`, as `sync` binds a config with `[node]` alone.
+    async fn bound(mut self) -> Db {
+        self.sink
+            .bind_chain(sink::DEFAULT_CHAIN, 1)
+            .await
+            .expect("bind the chain");
+        self
     }
 
     async fn open_postgres(schema: &TestSchema) -> Sink {
         match PostgresSink::open(&schema.secret_url(), Some(&schema.name)).await {
             Ok(sink) => Sink::Postgres(sink),
             Err(err) => panic!("Postgres sink opens: {err}"),
+        }
+    }
+
+    /// Another sink on the same database (SQLite: another connection to the file; Postgres: another pool
+    /// on the schema), not bound to a chain.
+    pub(crate) async fn reopen(&self) -> Sink {
+        match &self.place {
+            Place::Dir(dir) => Sink::Sqlite(
+                SqliteSink::open(&dir.path().join("test.db"))
+                    .await
+                    .expect("SQLite opens again"),
+            ),
+            Place::Schema(schema) => Db::open_postgres(schema).await,
         }
     }
 
@@ -164,7 +190,7 @@ pub(crate) fn word(n: u64) -> B256 {
 }
 
 /// A log of block `block` at `log_index`; 0 to 4 topics depending on the index, so NULL topics are covered.
-fn log(block: u64, log_index: u64) -> Log {
+pub(crate) fn log(block: u64, log_index: u64) -> Log {
     Log {
         block_number: block,
         block_hash: word(block * 1_000 + 7),
@@ -570,25 +596,54 @@ async fn prepare_twice_is_idempotent_and_refuses_a_changed_column_set_in_sqlite(
     prepare_is_idempotent_and_refuses_other_columns(Backend::Sqlite).await;
 }
 
+/// Goal: a chain name is bound to the chain id recorded for it, and a chain id to its name: another
+/// id under the name, or the id under another name, is refused naming both and the fix.
 async fn refuses_another_chain(backend: Backend) {
-    let db = Db::open(backend).await;
-    db.sink.check_chain_id(1).await.expect("first use");
-    db.sink.check_chain_id(1).await.expect("same chain");
-    let err = db.sink.check_chain_id(5).await.unwrap_err();
+    let mut db = Db::open(backend).await;
+    db.sink
+        .bind_chain(sink::DEFAULT_CHAIN, 1)
+        .await
+        .expect("same chain");
+    let err = db
+        .sink
+        .bind_chain(sink::DEFAULT_CHAIN, 5)
+        .await
+        .unwrap_err();
     assert!(
-        matches!(&err, sink::Error::Mismatch(m) if m.contains("chain 1") && m.contains("chain 5")),
+        matches!(&err, sink::Error::Mismatch(m) if m.contains("chain id 1") && m.contains("chain id 5")
+            && m.contains("\"default\"") && m.contains("database.url")),
         "{err}"
     );
+    let err = db.sink.bind_chain("mainnet", 1).await.unwrap_err();
+    assert!(
+        matches!(&err, sink::Error::Mismatch(m) if m.contains("\"mainnet\"") && m.contains("rename the chain back")),
+        "{err}"
+    );
+    assert_eq!(
+        db.sink.bound_chain(),
+        Some(1),
+        "a refusal keeps the binding"
+    );
+    db.sink
+        .bind_chain("base", 8453)
+        .await
+        .expect("another chain");
+    assert_eq!(
+        db.sink.chains().await.unwrap(),
+        [("base".to_owned(), 8453), ("default".to_owned(), 1)]
+    );
+    assert_eq!(db.sink.recorded_chain("base").await.unwrap(), Some(8453));
+    assert_eq!(db.sink.recorded_chain("nowhere").await.unwrap(), None);
     db.sink.close().await;
 }
 
 #[tokio::test]
-async fn check_chain_id_refuses_another_chain_in_postgres() {
+async fn bind_chain_refuses_another_chain_id_or_name_in_postgres() {
     refuses_another_chain(Backend::Postgres).await;
 }
 
 #[tokio::test]
-async fn check_chain_id_refuses_another_chain_in_sqlite() {
+async fn bind_chain_refuses_another_chain_id_or_name_in_sqlite() {
     refuses_another_chain(Backend::Sqlite).await;
 }
 
@@ -686,6 +741,7 @@ async fn prepare_refuses_a_column_whose_type_changed_in_postgres() {
     assert_eq!(
         types,
         [
+            "chain_id bigint",
             "block_number bigint",
             "block_hash text",
             "transaction_hash text",
@@ -739,8 +795,9 @@ async fn schemas_with_the_same_tables_do_not_interfere() {
     let mut b = prepared(Backend::Postgres).await;
     a.sink.commit(&batch(100..=101)).await.unwrap();
     b.sink.commit(&batch(100..=100)).await.unwrap();
-    a.sink.check_chain_id(1).await.unwrap();
-    b.sink.check_chain_id(5).await.unwrap();
+    b.sink.bind_chain("other", 5).await.unwrap();
+    assert_eq!(a.sink.chains().await.unwrap(), [("default".to_owned(), 1)]);
+    b.sink.bind_chain(sink::DEFAULT_CHAIN, 1).await.unwrap();
     assert_eq!(a.count("logs").await, 6);
     assert_eq!(b.count("logs").await, 3);
     assert_eq!(
@@ -765,6 +822,7 @@ async fn schemas_with_the_same_tables_do_not_interfere() {
             [
                 "_sqlx_migrations",
                 "block_hashes",
+                "chains",
                 "checkpoints",
                 "contracts",
                 "demo_everything",
@@ -950,12 +1008,13 @@ async fn a_postgres_url_in_the_config_opens_the_postgres_sink_in_its_schema() {
         "{shown}"
     );
     assert!(matches!(sink, Sink::Postgres(_)));
-    sink.check_chain_id(1).await.unwrap();
+    let mut sink = sink;
+    sink.bind_chain(sink::DEFAULT_CHAIN, 1).await.unwrap();
     let mut conn = schema.connect().await;
-    let chain_id: String = sqlx::query_scalar("SELECT value FROM meta WHERE key = 'chain_id'")
+    let chain: (i64, String) = sqlx::query_as("SELECT chain_id, name FROM chains")
         .fetch_one(&mut conn)
         .await
         .unwrap();
-    assert_eq!(chain_id, "1");
+    assert_eq!(chain, (1, "default".to_owned()));
     sink.close().await;
 }

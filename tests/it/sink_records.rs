@@ -225,15 +225,22 @@ async fn a_negative_or_unreadable_remembered_block_is_an_error_naming_its_row_in
     unreadable_remembered_blocks_are_errors(Backend::Postgres).await;
 }
 
-/// Goal: a stored chain id that is not a number is a damaged record (74), not another chain (78).
+/// Goal: a stored chain id that cannot be one is a damaged record (74), not another chain (78).
 async fn an_unreadable_chain_id_is_an_error(backend: Backend) {
-    let db = Db::open(backend).await;
-    db.sink.check_chain_id(1).await.unwrap();
-    execute(&db, "UPDATE meta SET value = 'one' WHERE key = 'chain_id'").await;
-    let err = db.sink.chain_id().await.unwrap_err();
-    assert_invalid(err, "meta", "key = \"chain_id\"", "value");
-    let err = db.sink.check_chain_id(1).await.unwrap_err();
-    assert_invalid(err, "meta", "key = \"chain_id\"", "value");
+    let mut db = Db::open(backend).await;
+    execute(
+        &db,
+        "UPDATE chains SET chain_id = -1 WHERE name = 'default'",
+    )
+    .await;
+    let err = db.sink.chains().await.unwrap_err();
+    assert_invalid(err, "chains", "name = \"default\"", "chain_id");
+    let err = db
+        .sink
+        .bind_chain(sink::DEFAULT_CHAIN, 1)
+        .await
+        .unwrap_err();
+    assert_invalid(err, "chains", "name = \"default\"", "chain_id");
     db.sink.close().await;
 }
 
@@ -339,7 +346,7 @@ fn without_column_lists(text: &str) -> String {
     out
 }
 
-/// Each refusal `prepare` or `check_chain_id` makes on `backend`: (what changed, its message). After each,
+/// Each refusal `prepare` or `bind_chain` makes on `backend`: (what changed, its message). After each,
 /// the database still takes the unchanged config and a batch.
 async fn refusals(backend: Backend) -> Vec<(&'static str, String)> {
     let mut db = prepared(backend).await;
@@ -363,8 +370,12 @@ async fn refusals(backend: Backend) -> Vec<(&'static str, String)> {
         .unwrap_err();
     assert!(matches!(err, sink::Error::Mismatch(_)), "{err:?}");
     refused.push(("an address", err.to_string()));
-    db.sink.check_chain_id(1).await.unwrap();
-    let err = db.sink.check_chain_id(5).await.unwrap_err();
+    db.sink.bind_chain(sink::DEFAULT_CHAIN, 1).await.unwrap();
+    let err = db
+        .sink
+        .bind_chain(sink::DEFAULT_CHAIN, 5)
+        .await
+        .unwrap_err();
     assert!(matches!(err, sink::Error::Mismatch(_)), "{err:?}");
     refused.push(("the chain", err.to_string()));
 
@@ -407,7 +418,7 @@ async fn refusals_read_the_same_on_both_backends_and_name_reindex_where_it_is_th
         assert_eq!(names_reindex, *what != "the chain", "{what}: {on_sqlite}");
     }
     assert!(
-        sqlite[3].1.contains("chain 1") && sqlite[3].1.contains("chain 5"),
+        sqlite[3].1.contains("chain id 1") && sqlite[3].1.contains("chain id 5"),
         "{}",
         sqlite[3].1
     );
