@@ -206,6 +206,10 @@ pub async fn open_sink(config: &Config) -> Result<(Sink, String), Error> {
 /// Opens the configured database and prepares `config`'s job in it (tables created, checkpoints read),
 /// after checking `chain_id` against the database (or recording it) when given.
 async fn open_job(config: &Config, chain_id: Option<u64>) -> Result<(Sink, String, Job), Error> {
+    // The chains of one process open their jobs one at a time: creating a schema or a typed table two
+    // chains share at once races in Postgres's catalog (a unique violation, not "already exists").
+    static OPENING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    let _one_at_a_time = OPENING.lock().await;
     let (mut sink, db) = open_sink(config).await?;
     let db_error = |source| Error::Database {
         database: db.clone(),

@@ -209,12 +209,12 @@ async fn the_binary_prints_one_line_per_chain_and_refuses_what_cannot_work() {
     let lines: Vec<&str> = out.stdout.lines().collect();
     assert_eq!(lines.len(), 2, "{}", out.all());
     assert!(
-        lines[0].starts_with("chain alpha: synced to block 2999: "),
+        lines[0].starts_with("chain alpha: synced to block 3000: "),
         "{}",
         out.all()
     );
     assert!(
-        lines[1].starts_with("chain beta: synced to block 2999: "),
+        lines[1].starts_with("chain beta: synced to block 3000: "),
         "{}",
         out.all()
     );
@@ -244,7 +244,7 @@ async fn the_binary_prints_one_line_per_chain_and_refuses_what_cannot_work() {
         out.all()
     );
     assert!(
-        out.stdout.contains("chain alpha: synced to block 2999"),
+        out.stdout.contains("chain alpha: synced to block 3000"),
         "{}",
         out.all()
     );

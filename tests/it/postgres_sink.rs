@@ -387,7 +387,7 @@ impl Db {
                 .fetch_one(s.pool())
                 .await
                 .unwrap();
-                let current = "PRIMARY KEY (block_number, log_index)) WITHOUT ROWID";
+                let current = "PRIMARY KEY (chain_id, block_number, log_index)) WITHOUT ROWID";
                 let (earlier, index) = match key {
                     TypedKey::Current => return,
                     TypedKey::WithHash => (

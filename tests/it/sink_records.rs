@@ -198,7 +198,7 @@ async fn unreadable_remembered_blocks_are_errors(backend: Backend) {
     execute(
         &db,
         &format!(
-            "INSERT INTO block_hashes (block_number, block_hash, parent_hash) VALUES (-7, '{hash}', '{hash}')"
+            "INSERT INTO block_hashes (chain_id, block_number, block_hash, parent_hash) VALUES (1, -7, '{hash}', '{hash}')"
         ),
     )
     .await;
