@@ -182,8 +182,7 @@ fn refuses_two_chains_with_one_chain_id() {
 fn refuses_a_bad_chain_id_and_name() {
     let text = two_chains(&contract("usdc", Some("mainnet"), A, TRANSFER))
         .replace("chain_id = 1", "chain_id = \"1\"")
-        .replace("[chains.base]", "[chains.\"base chain\"]")
-        .replace("chain = \"mainnet\"", "chain = \"mainnet\"");
+        .replace("[chains.base]", "[chains.\"base chain\"]");
     assert_eq!(
         errors(&text),
         [
