@@ -20,6 +20,58 @@ pub(super) struct Bound {
     pub name: String,
 }
 
+/// The chain binding of a sink ([`Sink::bind_chain`] and the reads of `chains`).
+impl Sink {
+    /// Binds the sink to chain `name`, which serves `chain_id`: records `(chain_id, name)` in `chains` on
+    /// first use, and from now on every statement that reads or writes chain data names this chain id.
+    /// Binding to another chain forgets what [`Sink::prepare`] set up (prepare again).
+    ///
+    /// # Errors
+    /// [`Error::Mismatch`] naming both ids, the chain and the fix, when `name` is recorded with another chain
+    /// id or `chain_id` under another name; [`Error::Invalid`] when a record cannot be read or `chain_id`
+    /// does not fit the column; [`Error::Query`].
+    pub async fn bind_chain(&mut self, name: &str, chain_id: u64) -> Result<(), Error> {
+        bind(self, name, chain_id).await
+    }
+
+    /// Binds the sink to chain `name` with the chain id the database records for it (for commands that do
+    /// not ask the node, such as `status` and `--reindex`); the id, or `None` (left unbound) when the
+    /// database records no such chain.
+    ///
+    /// # Errors
+    /// As [`Sink::bind_chain`].
+    pub async fn bind_recorded(&mut self, name: &str) -> Result<Option<u64>, Error> {
+        match recorded(self, name).await? {
+            Some(chain_id) => {
+                bind(self, name, chain_id).await?;
+                Ok(Some(chain_id))
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// The chain id the database records for chain `name`; `None` before its first sync.
+    ///
+    /// # Errors
+    /// [`Error::Query`]; [`Error::Invalid`] when the record cannot be read.
+    pub async fn recorded_chain(&self, name: &str) -> Result<Option<u64>, Error> {
+        recorded(self, name).await
+    }
+
+    /// Every chain the database records, `(name, chain id)` in name order.
+    ///
+    /// # Errors
+    /// [`Error::Query`]; [`Error::Invalid`] when a record cannot be read.
+    pub async fn chains(&self) -> Result<Vec<(String, u64)>, Error> {
+        all(self).await
+    }
+
+    /// The chain id the sink is bound to ([`Sink::bind_chain`]); `None` before.
+    pub fn bound_chain(&self) -> Option<u64> {
+        self.chain().map(|chain| chain.id)
+    }
+}
+
 /// The column of `chains` holding a per-chain fact that a `meta` key named before migration 9.
 pub(super) fn column_of(key: &str) -> Option<&'static str> {
     match key {

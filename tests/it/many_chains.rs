@@ -10,9 +10,7 @@ use logslice::pipeline::{self, Target};
 use tokio_util::sync::CancellationToken;
 
 use crate::both_backends;
-use crate::support::{
-    self, abi_path, assert_chain_matches_truth, node_config, Backend, Contract, Workdir,
-};
+use crate::support::{self, assert_chain_matches_truth, node_config, Backend, Contract, Workdir};
 
 /// One simulated chain of a test: its name in the config, its node and the contracts indexed on it.
 struct Chain {
@@ -41,19 +39,7 @@ fn write_config(work: &Workdir, chains: &[(&str, String, &[Contract])], extra: &
     }
     text.push_str(&format!("[database]\n{}\n", work.database_toml()));
     for (name, _, contracts) in chains {
-        for c in *contracts {
-            text.push_str(&format!(
-                "\n[[contracts]]\nname = \"{}\"\nchain = \"{name}\"\naddress = \"{:#x}\"\nabi = \"{}\"\nstart_block = {}\n",
-                c.name,
-                c.address,
-                abi_path(c.abi).display(),
-                c.start_block
-            ));
-            if !c.events.is_empty() {
-                let names: Vec<String> = c.events.iter().map(|e| format!("\"{e}\"")).collect();
-                text.push_str(&format!("events = [{}]\n", names.join(", ")));
-            }
-        }
+        text.push_str(&support::contracts_toml_on(contracts, Some(name)));
     }
     let path = work.dir.path().join("config.toml");
     std::fs::write(&path, text).expect("write config");

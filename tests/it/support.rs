@@ -100,10 +100,16 @@ pub enum Backend {
 
 /// The `[[contracts]]` tables of `contracts`.
 pub fn contracts_toml(contracts: &[Contract]) -> String {
+    contracts_toml_on(contracts, None)
+}
+
+/// The `[[contracts]]` tables of `contracts`, each with `chain = "NAME"` when `chain` is given.
+pub fn contracts_toml_on(contracts: &[Contract], chain: Option<&str>) -> String {
+    let chain = chain.map_or_else(String::new, |name| format!("chain = \"{name}\"\n"));
     let mut text = String::new();
     for c in contracts {
         text.push_str(&format!(
-            "\n[[contracts]]\nname = \"{}\"\naddress = \"{:#x}\"\nabi = \"{}\"\nstart_block = {}\n",
+            "\n[[contracts]]\nname = \"{}\"\n{chain}address = \"{:#x}\"\nabi = \"{}\"\nstart_block = {}\n",
             c.name,
             c.address,
             abi_path(c.abi).display(),
