@@ -428,9 +428,11 @@ impl Gate {
             provider.rate.pause_until(now + after);
         }
         let before = provider.rate.learned().per_window();
-        let explained = provider
-            .rate
-            .refused(sent, provider.cost(call.method, call.calls));
+        let explained = provider.rate.refused(
+            sent,
+            provider.cost(call.method, call.calls),
+            after.is_some(),
+        );
         let learned = provider.rate.learned();
         if learned.per_window() < before {
             tracing::info!(provider = %provider.name, cause = %err, rate = learned.per_window(), ceiling = learned.ceiling(), "the provider refused for its rate: lowering it");

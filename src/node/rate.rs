@@ -148,7 +148,7 @@ impl Learned {
         if self.at_floor() || !over {
             return false;
         }
-        let answered = f64::from(seen.answered);
+        let answered = f64::from(seen.recent);
         let floor = self.demonstrated(now) * DEMONSTRATED_SHARE;
         let lowered = answered
             .clamp(self.current * MAX_DECREASE, self.current * DECREASE)
@@ -203,25 +203,43 @@ pub(super) struct Rate {
     outcomes: Mutex<Outcomes>,
 }
 
-/// What the last window showed: cost answered and refused for the rate, and refusals since the last
-/// answer.
+/// What the last window showed: cost answered and refused for the rate, refusals since the last answer,
+/// and what the provider answered in one stretch of its own window (`recent`, see [`Outcomes`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(super) struct Seen {
     pub(super) answered: u32,
     pub(super) refused: u32,
     pub(super) in_a_row: u32,
+    pub(super) recent: u32,
 }
 
 /// Answers and refusals for the rate inside the last window.
+///
+/// A provider counting fixed seconds refuses everything from the moment its second is full until the
+/// next one opens, then answers its limit again: a window of ours that holds such a refusal holds the end
+/// of one of its seconds and the start of the next, up to twice its limit answered. So what it answers is
+/// measured (`recent`) since the last boundary of its seconds inside the window, and a row of refusals is
+/// judged by what was answered between the boundary before it and its own. A boundary is a refusal with a
+/// `Retry-After` (the provider said when its count opens again: what follows the pause is counted anew),
+/// or the [`REFUSALS_IN_A_ROW`]th refusal of a row without one (a refusal alone, without `Retry-After`,
+/// may be a provider shedding load: taking each for a boundary would measure what it answers between two
+/// of them, a fraction of its limit).
 #[derive(Debug, Default)]
 struct Outcomes {
     log: VecDeque<(Instant, u32, bool)>,
     seen: Seen,
+    /// When the last boundary was, and the cost answered since it.
+    row: Option<(Instant, u32)>,
+    /// What was answered between the current row's boundary and the boundary before.
+    before_row: u32,
+    /// Whether the current row of refusals has marked its boundary.
+    marked: bool,
 }
 
 impl Outcomes {
-    /// Adds one at `now` and forgets those out of the window.
-    fn add(&mut self, now: Instant, cost: u32, answered: bool) {
+    /// Adds one at `now` (a refusal `paused` when it came with a `Retry-After`) and forgets those out of
+    /// the window.
+    fn add(&mut self, now: Instant, cost: u32, answered: bool, paused: bool) {
         while let Some(&(at, old, was_answered)) = self.log.front() {
             if at + WINDOW > now {
                 break;
@@ -233,13 +251,36 @@ impl Outcomes {
             }
         }
         self.log.push_back((now, cost, answered));
+        if self.row.is_some_and(|(at, _)| at + WINDOW <= now) {
+            self.row = None;
+        }
         if answered {
             self.seen.answered += cost;
             self.seen.in_a_row = 0;
+            self.marked = false;
+            if let Some((_, since)) = &mut self.row {
+                *since += cost;
+            }
         } else {
             self.seen.refused += cost;
             self.seen.in_a_row += 1;
+            if !self.marked && (paused || self.seen.in_a_row >= REFUSALS_IN_A_ROW) {
+                self.before_row = self.since_row();
+                self.row = Some((now, 0));
+                self.marked = true;
+            }
         }
+        self.seen.recent = match self.marked {
+            true => self.before_row,
+            false => self.since_row(),
+        };
+    }
+
+    /// What was answered since the last boundary in the window, or in the whole window.
+    fn since_row(&self) -> u32 {
+        self.row.map_or(self.seen.answered, |(_, since)| {
+            since.min(self.seen.answered)
+        })
     }
 }
 
@@ -282,22 +323,22 @@ impl Rate {
         let now = Instant::now();
         let seen = {
             let mut outcomes = self.outcomes.lock().unwrap_or_else(PoisonError::into_inner);
-            outcomes.add(now, cost, true);
+            outcomes.add(now, cost, true, false);
             outcomes.seen
         };
         self.learn(|learned| {
-            learned.answered_in_window(seen.answered, now);
+            learned.answered_in_window(seen.recent, now);
             learned.succeeded(cost, seen.refused == 0);
         });
     }
 
-    /// A request of `cost` sent at `sent` was refused for the rate: lower it when the window says so
-    /// (see [`Learned::refused`]).
-    pub(super) fn refused(&self, sent: Instant, cost: u32) -> bool {
+    /// A request of `cost` sent at `sent` was refused for the rate (`paused`: with a `Retry-After`):
+    /// lower it when the window says so (see [`Learned::refused`]).
+    pub(super) fn refused(&self, sent: Instant, cost: u32, paused: bool) -> bool {
         let now = Instant::now();
         let seen = {
             let mut outcomes = self.outcomes.lock().unwrap_or_else(PoisonError::into_inner);
-            outcomes.add(now, cost, false);
+            outcomes.add(now, cost, false, paused);
             outcomes.seen
         };
         self.learn(|learned| learned.refused(sent, now, seen))
@@ -405,6 +446,7 @@ mod tests {
             answered,
             refused,
             in_a_row,
+            recent: answered,
         };
         let mut learned = Learned::new(25);
         // Refusals among 60 answers, two in a row at most: noise, not the rate.
@@ -438,6 +480,7 @@ mod tests {
                 now,
                 Seen {
                     answered: 0,
+                    recent: 0,
                     refused: 4,
                     in_a_row: 4,
                 },
@@ -467,6 +510,7 @@ mod tests {
             learned.answered_in_window(rate * 3 / 4, now);
             let seen = Seen {
                 answered: rate * 3 / 4,
+                recent: rate * 3 / 4,
                 refused: rate / 4,
                 in_a_row: 3,
             };
@@ -488,6 +532,7 @@ mod tests {
             }
             let seen = Seen {
                 answered: 95,
+                recent: 95,
                 refused: 5,
                 in_a_row: 1,
             };
@@ -518,6 +563,7 @@ mod tests {
                 refused += rate - limit;
                 let seen = Seen {
                     answered: limit,
+                    recent: limit,
                     refused: rate - limit,
                     in_a_row: rate - limit,
                 };
@@ -534,6 +580,63 @@ mod tests {
         );
     }
 
+    /// A provider counting fixed seconds of 10 calls: our window holding the end of one of its seconds
+    /// and the start of the next sees 20 answered; what a row of refusals is judged by is the 10 answered
+    /// since the row before.
+    #[test]
+    fn a_row_of_refusals_is_judged_by_what_was_answered_since_the_row_before() {
+        let start = Instant::now();
+        let at = |ms| start + Duration::from_millis(ms);
+        let mut outcomes = Outcomes::default();
+        let mut outcome = |ms: u64, answered: bool| {
+            outcomes.add(at(ms), 1, answered, false);
+            outcomes.seen
+        };
+        for ms in 0..10 {
+            outcome(ms * 10, true);
+        }
+        for ms in [500, 510] {
+            outcome(ms, false);
+        }
+        // The first row: the whole window, 10.
+        assert_eq!(outcome(520, false).recent, 10);
+        for ms in 0..10 {
+            outcome(600 + ms * 10, true);
+        }
+        let seen = outcome(700, true);
+        assert_eq!((seen.answered, seen.recent), (21, 11));
+        for ms in [800, 810] {
+            outcome(ms, false);
+        }
+        let seen = outcome(820, false);
+        assert_eq!((seen.answered, seen.recent, seen.in_a_row), (21, 11, 3));
+        // Refusals of the same row: still judged by the stretch before it.
+        assert_eq!(outcome(830, false).recent, 11);
+        // Once the rows are out of the window, the window again.
+        assert_eq!(outcome(2_000, true).recent, 1);
+    }
+
+    /// A refusal with a `Retry-After` is a boundary of the provider's seconds by itself; one without is
+    /// not (it may be load shed at random).
+    #[test]
+    fn a_refusal_with_retry_after_marks_a_boundary_alone() {
+        let start = Instant::now();
+        let at = |ms| start + Duration::from_millis(ms);
+        let mut outcomes = Outcomes::default();
+        for ms in 0..10 {
+            outcomes.add(at(ms * 10), 1, true, false);
+        }
+        outcomes.add(at(100), 1, false, false);
+        outcomes.add(at(110), 1, true, false);
+        assert_eq!(outcomes.seen.recent, 11);
+        outcomes.add(at(120), 1, false, true);
+        assert_eq!(outcomes.seen.recent, 11);
+        for ms in 0..4 {
+            outcomes.add(at(200 + ms * 10), 1, true, false);
+        }
+        assert_eq!((outcomes.seen.answered, outcomes.seen.recent), (15, 4));
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_pause_holds_every_admission_until_it_ends() {
         let rate = Rate::new(10);
@@ -547,7 +650,7 @@ mod tests {
     async fn a_lower_rate_admits_less_per_window() {
         let rate = Rate::new(4);
         let start = Instant::now();
-        assert!(rate.refused(start, 4));
+        assert!(rate.refused(start, 4, false));
         // A batch of 4 refused whole, nothing answered: the largest decrease, to 0.3 of 4 (at least 1).
         assert_eq!(rate.learned().per_window(), 1);
         assert_eq!(rate.admit(1).await, start);
