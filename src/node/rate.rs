@@ -229,9 +229,9 @@ struct Outcomes {
     log: VecDeque<(Instant, u32, bool)>,
     seen: Seen,
     /// When the last boundary was, and the cost answered since it.
-    row: Option<(Instant, u32)>,
-    /// What was answered between the current row's boundary and the boundary before.
-    before_row: u32,
+    boundary: Option<(Instant, u32)>,
+    /// What was answered between the current row's boundary and the boundary before it.
+    before_boundary: u32,
     /// Whether the current row of refusals has marked its boundary.
     marked: bool,
 }
@@ -251,34 +251,34 @@ impl Outcomes {
             }
         }
         self.log.push_back((now, cost, answered));
-        if self.row.is_some_and(|(at, _)| at + WINDOW <= now) {
-            self.row = None;
+        if self.boundary.is_some_and(|(at, _)| at + WINDOW <= now) {
+            self.boundary = None;
         }
         if answered {
             self.seen.answered += cost;
             self.seen.in_a_row = 0;
             self.marked = false;
-            if let Some((_, since)) = &mut self.row {
+            if let Some((_, since)) = &mut self.boundary {
                 *since += cost;
             }
         } else {
             self.seen.refused += cost;
             self.seen.in_a_row += 1;
             if !self.marked && (paused || self.seen.in_a_row >= REFUSALS_IN_A_ROW) {
-                self.before_row = self.since_row();
-                self.row = Some((now, 0));
+                self.before_boundary = self.since_boundary();
+                self.boundary = Some((now, 0));
                 self.marked = true;
             }
         }
         self.seen.recent = match self.marked {
-            true => self.before_row,
-            false => self.since_row(),
+            true => self.before_boundary,
+            false => self.since_boundary(),
         };
     }
 
     /// What was answered since the last boundary in the window, or in the whole window.
-    fn since_row(&self) -> u32 {
-        self.row.map_or(self.seen.answered, |(_, since)| {
+    fn since_boundary(&self) -> u32 {
+        self.boundary.map_or(self.seen.answered, |(_, since)| {
             since.min(self.seen.answered)
         })
     }
